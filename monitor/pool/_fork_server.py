@@ -2,6 +2,6 @@
 share, it settles (`_worker.settle`) before it forks any of them, so they inherit a frozen,
 trimmed heap. Imported only there."""
 
-from monitor.pool._worker import settle
+from monitor.pool._pool import settle
 
 settle()

@@ -1,11 +1,17 @@
-"""`ProcessPool`: pebble's process pool on the event loop (`README.md`)."""
+"""`ProcessPool`: pebble's process pool on the event loop, and the worker's side: its set-up,
+then each task, which crosses pebble's channel as bytes pickled at each end, as does its
+answer (`README.md`)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import gc
+import importlib
 import itertools
 import logging
+import os
 import pickle
 import sys
 import threading
@@ -16,12 +22,12 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from functools import partial
 from multiprocessing import context as mp
+from multiprocessing import resource_tracker
+from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 import pebble
-
-from monitor.pool._worker import Initializer, Pickled, Ready, Taken, run_task, set_up
 
 if TYPE_CHECKING:  # a worker imports this package, and no metrics library
     from monitor.telemetry import Telemetry
@@ -34,17 +40,104 @@ _STARTUP_TIMEOUT_S = 120.0  # imports and initializers (models load)
 _WATCH_S = 0.2  # how often the pool looks for a pebble pool that a death broke
 _WORKER = "evaluation worker process"
 _Answer = asyncio.Future[object]
+_Error = BaseException | None
+PICKLE = pickle.HIGHEST_PROTOCOL
 
 # A `__main__` naming no script: multiprocessing then tells a worker nothing of the caller's.
 _NO_MAIN = types.ModuleType("__main__")
 _STARTING = threading.Lock()  # one process starts at a time while `__main__` is hidden
 
 
+# -- in the worker process ------------------------------------------------------------------
+
+_set_up_failed = ""  # why this worker cannot run tasks
+_notices: Connection | None = None  # the pipe to the pool, shared by every worker
+
+
+class Ready(NamedTuple):  # a worker's set-up is done: "" or why it failed
+    pid: int
+    failed: str
+
+
+class Taken(NamedTuple):  # a worker took the task `token`, before it runs any of it
+    pid: int
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
+class Initializer:
+    """`function(args)`, run once in each worker before its first task (`README.md`)."""
+
+    function: Callable[[Any], None]
+    args: object = None
+
+
+def set_up(
+    preload: Sequence[str], initializers: Sequence[Initializer], notices: Connection
+) -> None:
+    """Import `preload`, run the initializers, tell the pool (`Ready`)."""
+    global _set_up_failed, _notices
+    _notices = notices
+    gc.freeze()  # what it inherited, before its own imports can trigger a collection
+    try:
+        for module in preload:
+            importlib.import_module(module)
+        for initializer in initializers:
+            initializer.function(initializer.args)
+    except Exception as exc:
+        _set_up_failed = f"{type(exc).__name__}: {exc}"
+    settle()
+    _notify(Ready(os.getpid(), _set_up_failed))
+
+
+def _notify(notice: Ready | Taken) -> None:
+    # One short message: a single write to the pipe every worker shares.
+    if _notices is not None:
+        with contextlib.suppress(OSError):  # a pool that stopped listening
+            _notices.send(notice)
+
+
+def settle() -> None:
+    """Freeze what this process holds, give the C heap's free pages back (`README.md`)."""
+    gc.freeze()
+    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
+    if trim is not None:
+        trim(0)
+
+
+def run_task(token: int, task: bytes) -> bytes:
+    """`function(payload)`'s outcome pickled: (True, value) or (False, why) (`README.md`)."""
+    _notify(Taken(os.getpid(), token))
+    outcome: tuple[bool, object] = (False, f"failed to initialize: {_set_up_failed}")
+    if not _set_up_failed:
+        function, payload = cast(tuple[Callable[[Any], object], object], pickle.loads(task))
+        try:
+            outcome = (True, function(payload))
+        except Exception as exc:
+            outcome = (False, f"{type(exc).__name__}: {exc}")
+    try:
+        return pickle.dumps(outcome, PICKLE)
+    except Exception as exc:
+        return pickle.dumps((False, f"unpicklable answer: {type(exc).__name__}: {exc}"), PICKLE)
+
+
+class Pickled:
+    """A task pickled into bytes as pebble sends it (in pebble's thread, not on the loop)."""
+
+    def __init__(self, task: object) -> None:
+        self.task = task
+
+    def __reduce__(self) -> tuple[Callable[[bytes], bytes], tuple[bytes]]:
+        return bytes, (pickle.dumps(self.task, PICKLE),)
+
+
+# -- in the pool's process ------------------------------------------------------------------
+
+
 class _WithoutMain(BaseProcess):
     def start(self) -> None:
         with _STARTING:
-            main = sys.modules["__main__"]
-            sys.modules["__main__"] = _NO_MAIN
+            main, sys.modules["__main__"] = sys.modules["__main__"], _NO_MAIN
             try:
                 super().start()
             finally:
@@ -60,7 +153,13 @@ class _ForkServerContext(mp.ForkServerContext):
 
 
 def _worker_context(processes: int, preload: Sequence[str]) -> mp.BaseContext:
-    """`spawn` for one worker, `forkserver` for several (`README.md`)."""
+    """`spawn` for one worker, `forkserver` for several (`README.md`); no resource tracker."""
+    # Multiprocessing would start its resource tracker, an interpreter of its own, only to
+    # unlink pebble's two semaphores should this process be killed (`README.md`): it is
+    # told it runs, on a file that discards what it is sent. One running is left to run.
+    tracker = cast(Any, resource_tracker._resource_tracker)
+    if tracker._fd is None:
+        tracker._fd = os.open(os.devnull, os.O_WRONLY)
     if processes == 1:
         return _SpawnContext()
     context = _ForkServerContext()
@@ -74,8 +173,7 @@ class WorkerLost(Exception):
 
     def __init__(self, error: str, *, stopping: bool) -> None:
         super().__init__(error)
-        self.error = error
-        self.stopping = stopping
+        self.error, self.stopping = error, stopping
 
 
 class TaskFailed(Exception):
@@ -83,8 +181,7 @@ class TaskFailed(Exception):
 
 
 class ProcessPool:
-    """`processes` workers, each set up by importing `preload` and running `initializers`,
-    `DEPTH` tasks in flight per worker (`README.md`)."""
+    """`processes` workers set up by `preload` and `initializers` (`README.md`)."""
 
     def __init__(
         self,
@@ -150,10 +247,10 @@ class ProcessPool:
     async def submit(self, function: Callable[[P], R], payload: P, *, timeout_s: float = 0.0) -> R:
         """`function(payload)` in a worker, once a slot is free. Raises `WorkerLost` or
         `TaskFailed`; cancelled, the worker still runs the task."""
-        task = Pickled((function, payload))
         async with self._slots:
             self.in_flight += 1
             try:
+                task = Pickled((function, payload))
                 ok, value = await self._answer(task, timeout_s or self._timeout)
             finally:
                 self.in_flight -= 1
@@ -170,8 +267,7 @@ class ProcessPool:
         if self._watching is not None:
             self._watching.cancel()
         if self._in_flight and deadline_s > 0:
-            answers = [task.answer for task in self._in_flight.values()]
-            await asyncio.wait(answers, timeout=deadline_s)
+            await asyncio.wait([t.answer for t in self._in_flight.values()], timeout=deadline_s)
         async with self._renewing:  # a renewal under way opens its pool first
             if self._pebble is not None:
                 await asyncio.to_thread(_close, self._pebble)
@@ -204,12 +300,7 @@ class ProcessPool:
         raise WorkerLost(f"{_WORKER} died", stopping=self._stopping)
 
     def _settle(
-        self,
-        answer: _Answer,
-        token: int,
-        deadline_s: float,
-        outcome: object,
-        error: BaseException | None,
+        self, answer: _Answer, token: int, deadline_s: float, outcome: object, error: _Error
     ) -> None:
         """On the loop, in the order pebble answers (`README.md`: lost workers)."""
         if isinstance(error, BrokenProcessPool):
@@ -222,8 +313,7 @@ class ProcessPool:
         elif isinstance(error, BrokenProcessPool):
             # A worker that died on a task pebble had not seen it take: lost with it, not
             # sent again (`_answer` sends the tasks no worker took).
-            task = self._in_flight.get(token)  # none once its submitter gave up
-            pid = task.worker if task else 0
+            pid = task.worker if (task := self._in_flight.get(token)) else 0  # none: given up
             if pid and not _running(pid):
                 error = self._lost("died", "its pebble pool broke", pid)
         elif isinstance(error, TimeoutError):
@@ -244,37 +334,33 @@ class ProcessPool:
         with contextlib.suppress(EOFError, OSError):
             while self._notices[0].poll():
                 notice = cast(Ready | Taken, self._notices[0].recv())
-                if isinstance(notice, Taken):
-                    if task := self._in_flight.get(notice.token):  # an answered one's is late
-                        task.worker = notice.pid
-                else:
+                if isinstance(notice, Ready):
                     self._ready(*notice)
+                elif task := self._in_flight.get(notice.token):  # an answered one's is late
+                    task.worker = notice.pid
 
     def _ready(self, pid: int, failed: str) -> None:
         if failed:
             log.error("%s %s failed to initialize: %s", _WORKER, pid, failed)
             self._failed = failed
         self._pids = {known for known in self._pids if _running(known)} | {pid}
+        self._reported.set()
         if self._expected:
             self._expected -= 1
-        else:  # it replaces a worker whose death no task's answer told
-            self._restarts.labels("died").inc()
-            self._answer_unseen_loss(pid)
-        self._reported.set()
-
-    def _answer_unseen_loss(self, replacement: int) -> None:
-        """The task of a dead worker pebble replaced without answering (`README.md`)."""
+            return
+        # It replaces a worker whose death no task's answer told: the task that worker had
+        # taken, which pebble holds running until its deadline, is lost (`README.md`).
+        self._restarts.labels("died").inc()
         for token, task in self._in_flight.items():
             if task.worker and not task.answer.done() and not _running(task.worker):
-                log.warning("%s died (pid %d); %d replaces it", _WORKER, task.worker, replacement)
+                log.warning("%s died (pid %d); %d replaces it", _WORKER, task.worker, pid)
                 task.answer.set_exception(WorkerLost(f"{_WORKER} died", stopping=False))
                 self._answered.add(token)
                 return
-        log.warning("an %s died while idle; %s replaces it", _WORKER, replacement)
+        log.warning("an %s died while idle; %s replaces it", _WORKER, pid)
 
     async def _renew(self, broken: pebble.ProcessPool | None) -> None:
-        """A new pebble pool in place of `broken` (none at start), once however many tasks
-        noticed; reading `active` starts it."""
+        """A new pebble pool in place of `broken` (none at start), once however many noticed."""
         async with self._renewing:
             if self._pebble is not broken or self._stopping or (broken and broken.active):
                 return
@@ -286,7 +372,7 @@ class ProcessPool:
             pool = pebble.ProcessPool(
                 self.size, initializer=set_up, initargs=self._initargs, context=self._context
             )
-            await asyncio.to_thread(lambda: pool.active)
+            await asyncio.to_thread(lambda: pool.active)  # reading `active` starts it
             self._pebble = pool
 
     async def _watch(self) -> None:
@@ -304,9 +390,7 @@ class _InFlight:
 
 
 def _settle_soon(
-    loop: asyncio.AbstractEventLoop,
-    settle: Callable[[object, BaseException | None], None],
-    done: Future[bytes],
+    loop: asyncio.AbstractEventLoop, settle: Callable[[object, _Error], None], done: Future[bytes]
 ) -> None:
     error = done.exception()  # in pebble's thread: the answer unpickled here
     try:

@@ -15,8 +15,7 @@ import pytest
 
 from harness.children import forget, spawn_async
 from monitor.pool import ProcessPool, WorkerLost
-from monitor.pool._pool import _InFlight
-from monitor.pool._worker import Ready
+from monitor.pool._pool import Ready, _InFlight
 from monitor.telemetry import create_telemetry
 
 

@@ -70,22 +70,14 @@ async def test_several_workers_are_forked_from_one_fork_server_that_preloaded() 
         (server,) = {parent for _, parent, _ in facts}
         # The fork server (started by this pool, or by an earlier one in this process and
         # kept by multiprocessing) is this process's child, and the only process the pool
-        # added beside multiprocessing's resource tracker (one per process).
+        # added: no resource tracker.
         assert server in _children(os.getpid())
-        assert _children(os.getpid()) - before - _resource_tracker() <= {server}
+        assert _children(os.getpid()) - before <= {server}
         assert all("harness.pool_scorers" in modules for _, _, modules in facts)
     finally:
         await pool.shutdown(5.0)
     # The workers are gone; the fork server is multiprocessing's, kept for the next pool.
-    assert _children(os.getpid()) - before - _resource_tracker() <= {server}
-
-
-def _resource_tracker() -> set[int]:
-    return {
-        pid
-        for pid in _children(os.getpid())
-        if b"resource_tracker" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    }
+    assert _children(os.getpid()) - before <= {server}
 
 
 async def test_a_dead_fork_server_is_started_again_for_the_next_replacement() -> None:

@@ -22,8 +22,9 @@ import asyncio
 import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.base import CpuScorer
@@ -37,6 +38,7 @@ from monitor.records.where import Where
 from monitor.results import EvalResult
 from monitor.spans import Span
 
+T = TypeVar("T")
 Scored = dict[str, tuple[EvalResult, float]]
 """A record's CPU results of one revision (the evaluators' current ones, or their previous
 ones: `evaluators[].previous`) by evaluator, with the seconds each took."""
@@ -289,13 +291,31 @@ def set_up_worker(setup: WorkerSetup) -> None:
     """The worker's initializer: build and warm up its CPU scorers."""
     global _settings
     _settings = setup.settings
-    for specs, scorers in ((setup.specs, _scorers), (setup.previous, _previous)):
-        for spec in specs:
-            evaluator = setup.factory(spec)
-            warm_up = getattr(evaluator, "warm_up", None)
-            if warm_up is not None:
-                asyncio.run(warm_up())
-            scorers[spec.name] = evaluator
+    loop = asyncio.new_event_loop()
+    loop.set_default_executor(_InThisThread())
+    try:
+        for specs, scorers in ((setup.specs, _scorers), (setup.previous, _previous)):
+            for spec in specs:
+                evaluator = setup.factory(spec)
+                warm_up = getattr(evaluator, "warm_up", None)
+                if warm_up is not None:
+                    loop.run_until_complete(warm_up())
+                scorers[spec.name] = evaluator
+    finally:
+        loop.close()
+
+
+class _InThisThread(ThreadPoolExecutor):
+    """Runs each call at once, in the calling thread: a worker's warm-up has nothing to
+    run beside it, and a thread of its own would keep its stack and its malloc arena."""
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        future: Future[T] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:
+            future.set_exception(exc)
+        return future
 
 
 def run_in_worker(batch: Batch) -> list[Outcome]:
