@@ -209,13 +209,23 @@ class Baseline:
             return self._changeover_expectation(now)
         expected = self._translated_expectation(now)
         # A fresh rule, before its history expects anything: its first verdicts for its
-        # first hour, so that a rise then is judged against what came before it.
+        # first hour, so that a rise then is judged against what came before it; cut short
+        # at a rise, before a history that learned it too.
         first = self.first.level(now) if self.terms.reference == "trailing" else None
         fresh = expected is None or expected.samples < self.terms.min_samples
-        if first is None or self.translated is not None or not fresh:
+        if first is None or self.translated is not None or not (fresh or self.first.frozen):
             return expected
         self.interim = 2.0
         return self.history.first(now, first)
+
+    def settled(self, expected: Expectation | None) -> bool:
+        """Whether `expected` holds enough to judge against: `min_samples` verdicts, or a
+        fresh rule's first verdicts cut short at a rise (all there was before it)."""
+        if expected is None:
+            return False
+        return expected.samples >= self.terms.min_samples or (
+            self.interim == 2.0 and self.first.frozen
+        )
 
     def expire(
         self,

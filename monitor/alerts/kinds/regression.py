@@ -164,7 +164,7 @@ class Regression(ShadowHooks):
                 judging.leaning_since = now - rule.window_s
             return
         self._batch(state, now, firing)
-        enough = expected is not None and expected.samples >= self._baseline.min_samples
+        enough = state.baseline.settled(expected)
         judging.bets = (
             bets(expected, rule.min_increase, rule.steps, rule.budget_s)
             if expected is not None and enough
@@ -197,7 +197,7 @@ class Regression(ShadowHooks):
         if expected is not None:
             reference = expected.reference()
             figures.update(expected=expected.mean, kappa=expected.kappa, rho=expected.rho)
-        enough = expected is not None and expected.samples >= self._baseline.min_samples
+        enough = state.baseline.settled(expected)
         ready = enough and current.samples >= cfg.min_samples
         increase = current.mean - expected.mean if expected is not None else 0.0
         note = ""
