@@ -209,11 +209,10 @@ class Baseline:
             return self._changeover_expectation(now)
         expected = self._translated_expectation(now)
         # A fresh rule, before its history expects anything: its first verdicts for its
-        # first hour, so that a rise then is judged against what came before it; cut short
-        # at a rise, before a history that learned it too.
+        # first hour, so that a rise then is judged against what came before it.
         first = self.first.level(now) if self.terms.reference == "trailing" else None
         fresh = expected is None or expected.samples < self.terms.min_samples
-        if first is None or self.translated is not None or not (fresh or self.first.frozen):
+        if first is None or self.translated is not None or not fresh:
             return expected
         self.interim = 2.0
         return self.history.first(now, first)

@@ -4,11 +4,11 @@ expects anything (docs/alerts.md, "Before the history expects anything").
 The verdicts are kept in clustering units of `UNIT_S` seconds of arrival (a conversation's
 turns, a burst of one request, a topic's minutes fall mostly within one, with an id or
 without), until the level holds `min_samples` verdicts in `MIN_UNITS` units at least, or
-until the units since some unit read above the `MIN_UNITS` or more before it by
-`CHANGE_Z` standard errors (`change`): a rise while the level fills (a slow service's
-first minutes) is no part of it, the level is what came before it. What comes later in the
-rule's first `SPAN_S` is judged against the level, never learned into it. The level's error counts them
-with the design effect their units show (the spread of each unit's defects about the
+until the units since some split read above the `MIN_UNITS` or more before it by
+`CHANGE_Z` standard errors: a rise while the level fills (a slow service's first minutes)
+is no part of it, the level is what came before it (`frozen`). What comes later in the
+rule's first `SPAN_S` is judged against the level, never learned into it. Its error counts
+them with the design effect their units show (the spread of each unit's defects about the
 level's rate against what independent verdicts give), raised by that estimate's own error
 and never below `DESIGN_PRIOR`: on clustered verdicts a binomial error is several times too
 small, and a flat level read low pages a healthy stream.
@@ -36,12 +36,13 @@ DESIGN_PRIOR = KAPPA_PRIOR
 # Standard errors of the measured design effect added to it (its relative error over `k`
 # units is about sqrt(2 / (k - 1))).
 DESIGN_Z = 1.0
-# Standard errors (at the level's design effect, at least the prior) by which the units
-# since a split read above those before it: a change. Scanned over every split each time
-# a unit closes; a healthy start cut by chance keeps a level of what came before, whole
-# and with its error, so that a cut costs power, not pages.
+# Standard errors (at the design effect of the units before, at least the prior) by which
+# the units since a split read above those before it: a change. Scanned over every split
+# each time a unit closes, so high that a healthy start is seldom cut: a level cut by
+# chance was cut where it read low, and a level read low pages (docs/quality.md).
 CHANGE_Z = 3.5
-# The least share of `min_samples` the units before a change hold to be the level.
+# The least share of `min_samples` the units before a change hold to be the level: fewer
+# verdicts are no level the test could judge a rise against.
 MIN_SHARE = 0.2
 
 
@@ -86,9 +87,10 @@ class FirstLevel:
 
     def _cut_at_change(self, now: float) -> bool:
         """Whether the units since some split read above the `MIN_UNITS` or more before it
-        by `CHANGE_Z` standard errors (each part's variance, the design effect of those
-        before); if so, the level is the units before the split (the first that crosses).
-        Only in the level's first `SPAN_S`: it stands in no longer."""
+        (`MIN_SHARE` of `min_samples` at least) by `CHANGE_Z` standard errors (the variance of
+        all the units, the design effect of those before); if so, the level is the units
+        before the first split that crosses. Only in the level's first `SPAN_S`: it stands
+        in no longer."""
         if len(self.units) <= MIN_UNITS or self.start is None or now - self.start >= SPAN_S:
             return False
         order = sorted(self.units)
