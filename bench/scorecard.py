@@ -33,8 +33,8 @@ Rows (`ROWS`), each over `--trials` seeded runs where it times a page:
 - **corners**: x2 on the constant-id and user-id streams at 1 a second, page / limit.
 - **fresh**: a rule started with no history (the default rule, and the compressed one of
   `tests/alerts/fresh_e2e.py`: window 30s, baseline 3m of 240 verdicts, a false page an
-  hour) on 0.10 that rises x3 from its 3rd minute, at 1 and 10 a second: minutes to page
-  and the expectation the page states.
+  hour) on 0.10 that rises x3 from its 3rd minute, at 1, 2 and 10 a second: minutes to
+  page and the expectation the page states.
 
 `--write-golden` writes every run's numbers to `bench/scorecard.json`, which
 `tests/alerts/test_scorecard.py` recomputes in part and compares; `--write-docs` writes the

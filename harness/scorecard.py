@@ -37,6 +37,9 @@ COMPRESSED_RULE: dict[str, Any] = {
 FRESH_RISE_S = 120.0
 FRESH_MAX_S = 4 * HOUR_S
 FRESH_STARTS = 20
+# 2 a second: the slowest whose two minutes before the rise are a level the default rule
+# can judge a x3 against (docs/quality.md).
+FRESH_RATES = (1.0, 2.0, 10.0)
 SLOW_MAX_S = DAY_S
 
 
@@ -192,7 +195,7 @@ def cells(healthy_days: float) -> list[Cell]:
     for kind in ("constant", "user"):
         out.append(Cell("corners", f"x2 at 1/s, ids: {kind}", corner_trial, (kind,)))
     for compressed in (False, True):
-        for rate in (1.0, 10.0):
+        for rate in FRESH_RATES:
             what = "compressed rule" if compressed else "default rule"
             out.append(Cell("fresh", f"{what} at {rate:g}/s", fresh_trial, (compressed, rate)))
     for rate in (1.0, 10.0):

@@ -217,6 +217,15 @@ class Baseline:
         self.interim = 2.0
         return self.history.first(now, first)
 
+    def settled(self, expected: Expectation | None) -> bool:
+        """Whether `expected` holds enough to judge against: `min_samples` verdicts, or a
+        fresh rule's first verdicts cut short at a rise (all there was before it)."""
+        if expected is None:
+            return False
+        return expected.samples >= self.terms.min_samples or (
+            self.interim == 2.0 and self.first.frozen
+        )
+
     def expire(
         self,
         current: SlidingWindow,

@@ -3,9 +3,12 @@ expects anything (docs/alerts.md, "Before the history expects anything").
 
 The verdicts are kept in clustering units of `UNIT_S` seconds of arrival (a conversation's
 turns, a burst of one request, a topic's minutes fall mostly within one, with an id or
-without), until the level holds `min_samples` verdicts in `MIN_UNITS` units at least; what
-comes later in the rule's first `SPAN_S` is judged against them, never learned into them. The level's error counts them
-with the design effect their units show (the spread of each unit's defects about the
+without), until the level holds `min_samples` verdicts in `MIN_UNITS` units at least, or
+until the units since some split read above the `MIN_UNITS` or more before it by
+`CHANGE_Z` standard errors: a rise while the level fills (a slow service's first minutes)
+is no part of it, the level is what came before it (`frozen`). What comes later in the
+rule's first `SPAN_S` is judged against the level, never learned into it. Its error counts
+them with the design effect their units show (the spread of each unit's defects about the
 level's rate against what independent verdicts give), raised by that estimate's own error
 and never below `DESIGN_PRIOR`: on clustered verdicts a binomial error is several times too
 small, and a flat level read low pages a healthy stream.
@@ -33,6 +36,14 @@ DESIGN_PRIOR = KAPPA_PRIOR
 # Standard errors of the measured design effect added to it (its relative error over `k`
 # units is about sqrt(2 / (k - 1))).
 DESIGN_Z = 1.0
+# Standard errors (at the design effect of the units before, at least the prior) by which
+# the units since a split read above those before it: a change. Scanned over every split
+# each time a unit closes, so high that a healthy start is seldom cut: a level cut by
+# chance was cut where it read low, and a level read low pages (docs/quality.md).
+CHANGE_Z = 3.5
+# The least share of `min_samples` the units before a change hold to be the level: fewer
+# verdicts are no level the test could judge a rise against.
+MIN_SHARE = 0.2
 
 
 @dataclass(slots=True)
@@ -43,23 +54,29 @@ class FirstLevel:
     min_samples: float
     start: float | None = None
     units: dict[int, list[float]] = field(default_factory=dict)
+    # Cut short at a change: the units before it are the level.
+    frozen: bool = False
 
     @property
     def count(self) -> float:
         return sum(sums[0] for sums in self.units.values())
 
     def ready(self) -> bool:
-        """It holds `min_samples` verdicts in `MIN_UNITS` units: it is a level, and full."""
-        return self.count >= self.min_samples and len(self.units) >= MIN_UNITS
+        """It holds `min_samples` verdicts in `MIN_UNITS` units, or what came before a
+        change: it is a level, and full."""
+        return self.frozen or (self.count >= self.min_samples and len(self.units) >= MIN_UNITS)
 
     def add(self, moments: Moments, now: float) -> None:
         """Verdicts that arrived at `now`, until the level is full; an arrival that crosses
-        `min_samples` once the units are enough is cut there."""
+        `min_samples` once the units are enough is cut there. The first arrival of a unit
+        closes the units before it: a change among them cuts the level there."""
         if moments.samples <= 0 or self.ready():
             return
         if self.start is None:
             self.start = now
         index = max(0, int((now - self.start) // UNIT_S))
+        if index not in self.units and self._cut_at_change(now):
+            return
         share = 1.0
         if len(self.units) + (index not in self.units) >= MIN_UNITS:
             share = min(1.0, max(0.0, self.min_samples - self.count) / moments.samples)
@@ -68,15 +85,47 @@ class FirstLevel:
         for i, x in enumerate((moments.samples, moments.defects, moments.squares)):
             sums[i] += x * share
 
+    def _cut_at_change(self, now: float) -> bool:
+        """Whether the units since some split read above the `MIN_UNITS` or more before it
+        (`MIN_SHARE` of `min_samples` at least) by `CHANGE_Z` standard errors (the variance of
+        all the units, the design effect of those before); if so, the level is the units
+        before the first split that crosses. Only in the level's first `SPAN_S`: it stands
+        in no longer."""
+        if len(self.units) <= MIN_UNITS or self.start is None or now - self.start >= SPAN_S:
+            return False
+        order = sorted(self.units)
+        # Running sums of the units before each split: verdicts, defects, squares, and for
+        # their spread, defects squared, defects x verdicts, verdicts squared.
+        prefix = [[0.0] * 6]
+        for index in order:
+            m, d, q = self.units[index]
+            terms = (m, d, q, d * d, d * m, m * m)
+            prefix.append([a + b for a, b in zip(prefix[-1], terms, strict=True)])
+        total = prefix[-1]
+        for split in range(MIN_UNITS, len(order)):
+            n_b, d_b, q_b, dd, dm, mm = prefix[split]
+            n_a, d_a, q_a = (total[i] - prefix[split][i] for i in range(3))
+            if n_b < self.min_samples * MIN_SHARE or n_a <= 0:
+                continue
+            mean_b, mean_a = d_b / n_b, d_a / n_a
+            # Under "no change" both parts vary as all the units do about their mean: a few
+            # verdicts that all passed are no level read exactly.
+            pooled = (d_b + d_a) / (n_b + n_a)
+            variance = max((q_b + q_a) / (n_b + n_a) - pooled * pooled, 0.0)
+            spread = dd - 2 * mean_b * dm + mean_b * mean_b * mm
+            design = _design(split, n_b, spread, variance)
+            se2 = design * variance * (1 / n_b + 1 / n_a)
+            if se2 > 0 and mean_a - mean_b >= CHANGE_Z * math.sqrt(se2):
+                self.units = {i: self.units[i] for i in order[:split]}
+                self.frozen = True
+                return True
+        return False
+
     def design(self, mean: float, variance: float) -> float:
         """The design effect of the level's verdicts: the units' spread about `mean` over
         what independent verdicts of `variance` give, with its error, at least the prior."""
-        k, n = len(self.units), self.count
-        if k < 2 or variance <= 0 or n <= 0:
-            return DESIGN_PRIOR
         spread = sum((d - m * mean) ** 2 for m, d, _ in self.units.values())
-        measured = spread / (n * variance) * k / (k - 1)
-        return max(DESIGN_PRIOR, measured * (1.0 + DESIGN_Z * math.sqrt(2.0 / (k - 1))))
+        return _design(len(self.units), self.count, spread, variance)
 
     def level(self, now: float) -> Level | None:
         """The first verdicts as a flat level (None: not full yet, or `SPAN_S` past)."""
@@ -93,17 +142,22 @@ class FirstLevel:
         return {
             "start": self.start,
             "units": [[index, *sums] for index, sums in sorted(self.units.items())],
+            "frozen": self.frozen,
         }
 
     def restore(self, raw: Any) -> None:
         """A saved level; None (a state file from before it was kept) starts none."""
-        self.start, self.units = None, {}
+        self.start, self.units, self.frozen = None, {}, False
         if raw is None:
             return
         if not isinstance(raw, dict) or not isinstance(raw.get("units"), list):
             raise TypeError("first verdicts: a mapping with units expected")
         start = raw.get("start")
         self.start = None if start is None else saved_number(start)
+        frozen = raw.get("frozen", False)
+        if not isinstance(frozen, bool):
+            raise TypeError("first verdicts: frozen is true or false")
+        self.frozen = frozen
         for entry in raw["units"]:
             if not isinstance(entry, list) or len(entry) != 4:
                 raise TypeError("first verdicts: [unit, verdicts, sum, squares] expected")
@@ -111,3 +165,13 @@ class FirstLevel:
             if min(sums) < 0:
                 raise ValueError("first verdicts: negative sums")
             self.units[int(index)] = sums
+
+
+def _design(k: int, n: float, spread: float, variance: float) -> float:
+    """The design effect of `n` verdicts in `k` units whose defects spread `spread` (summed
+    squares) about their mean: over what independent verdicts of `variance` give, with its
+    error, at least the prior."""
+    if k < 2 or variance <= 0 or n <= 0:
+        return DESIGN_PRIOR
+    measured = spread / (n * variance) * k / (k - 1)
+    return max(DESIGN_PRIOR, measured * (1.0 + DESIGN_Z * math.sqrt(2.0 / (k - 1))))

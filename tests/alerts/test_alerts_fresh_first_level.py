@@ -9,7 +9,7 @@ import random
 import pytest
 
 from monitor.evidence import FirstLevel, Moments
-from monitor.evidence.first_level import DESIGN_PRIOR, MIN_UNITS, SPAN_S, UNIT_S
+from monitor.evidence.first_level import DESIGN_PRIOR, MIN_SHARE, MIN_UNITS, SPAN_S, UNIT_S
 
 
 def verdicts(level: FirstLevel, values: list[float], start: float, per_s: float) -> None:
@@ -60,13 +60,43 @@ def test_clustered_verdicts_count_with_their_design_effect() -> None:
     assert designs[1] == DESIGN_PRIOR
 
 
+def test_a_rise_while_it_fills_cuts_it_where_the_rise_began() -> None:
+    """0.10 at 2 a second for two minutes, then 0.30: the level is the two minutes before
+    the rise (what the test judges the rise against), not 500 verdicts mostly of it;
+    healthy verdicts at the same rate fill it to `min_samples` uncut."""
+    rng = random.Random(5)
+    healthy = [float(rng.random() < 0.10) for _ in range(240)]
+    rise = [float(rng.random() < 0.30) for _ in range(400)]
+    level = FirstLevel(500)
+    verdicts(level, healthy + rise, 0.0, 2.0)
+    cut = level.level(1000.0)
+    assert level.frozen and cut is not None
+    assert cut.samples == 240  # the units before the rise, whole
+    assert cut.mean == pytest.approx(sum(healthy) / 240)
+    assert 240 >= 500 * MIN_SHARE
+    again = FirstLevel(500)
+    again.restore(json.loads(json.dumps(level.saved())))
+    assert again.frozen and again.level(1000.0) == cut
+    steady = FirstLevel(500)
+    verdicts(steady, healthy + [float(rng.random() < 0.10) for _ in range(400)], 0.0, 2.0)
+    full = steady.level(1000.0)
+    assert not steady.frozen and full is not None and full.samples == 500
+
+
 def test_its_state_survives_a_restart_and_an_old_file_has_none() -> None:
     level = FirstLevel(100)
     verdicts(level, [0.0, 1.0] * 60, 5.0, 1.0)
     again = FirstLevel(100)
     again.restore(json.loads(json.dumps(level.saved())))
     assert again.level(1000.0) == level.level(1000.0)
+    assert not again.frozen
     again.restore(None)
     assert again.count == 0 and again.level(1000.0) is None
+    old = level.saved()
+    del old["frozen"]  # a state file from before levels were cut at a rise
+    again.restore(old)
+    assert again.level(1000.0) == level.level(1000.0)
+    with pytest.raises(TypeError):
+        again.restore({**old, "frozen": "yes"})
     with pytest.raises(TypeError):
         again.restore({"units": [[0, 1.0]]})

@@ -108,7 +108,9 @@ def test_steady_rate_stays_quiet_and_a_rise_pages_with_the_story() -> None:
 def test_too_little_baseline_means_no_page_and_says_why() -> None:
     engine, t, clock = make()
     stream = Stream(engine, clock, per_s=1)
-    stream.run(120, 0.10)  # 120 verdicts: 60 reach the baseline, short of its 200
+    # 30 verdicts: short of the baseline's 200, and of the 40 (a fifth of them) that a
+    # fresh rule's first verdicts cut short at a rise must hold to be a level.
+    stream.run(30, 0.10)
     stream.run(60, 0.90)
     assert stream.pages() == []
     baseline = gauge(t, "alert_samples", service="shop", rule=RULE.name, window="baseline")

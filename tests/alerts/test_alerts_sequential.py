@@ -73,13 +73,15 @@ def test_steady_rate_stays_quiet_and_a_doubling_pages_before_the_window_test() -
 
 def test_too_little_baseline_means_no_page() -> None:
     """A fresh rule's level is its first `baseline.min_samples` (500) verdicts until its
-    history holds as many: before 500 in all, nothing to judge a rise against."""
+    history holds as many, or those before a rise among them (a fifth of 500 at least, in
+    four 30 s units and more after: `FirstLevel`): before that, nothing to judge a rise
+    against."""
     engine, t, clock = make(RULE)
     stream = Stream(engine, clock, per_s=1)
-    stream.run(300, 0.10)
-    stream.run(180, 0.90)  # 480 verdicts, 180 of them past the window: short of 500
+    stream.run(60, 0.10)
+    stream.run(60, 0.90)  # 120 verdicts in four units, none past the window
     assert stream.pages() == []
-    assert gauge(t, "alert_samples", service="shop", rule=RULE.name, window="baseline") == 180
+    assert gauge(t, "alert_samples", service="shop", rule=RULE.name, window="baseline") == 0
 
 
 def test_a_page_holds_for_a_window_and_resolves_when_the_rise_ends() -> None:

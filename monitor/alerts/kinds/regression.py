@@ -61,7 +61,7 @@ class Regression(ShadowHooks):
         if previous is None:
             return state
         old: RegressionState = previous.state
-        building = old.test.building_since() if old.test is not None else old.leaning_since
+        building = old.judging.building_since()
         # What the old revision's current window held goes to its history first.
         old.baseline.expire(
             old.current,
@@ -88,10 +88,11 @@ class Regression(ShadowHooks):
         state.baseline.count(moments, now, old=False, firing=firing)
         if conversation is None:
             state.solo.add_counts(now, moments)
-        if state.test is None:
+        judging = state.judging
+        if judging.sequential is None:
             return False
-        state.batch.add(histogram, conversation)
-        if state.batch.size() < BATCH:
+        judging.batch.add(histogram, conversation)
+        if judging.batch.size() < BATCH:
             return False
         return self._batch(state, now, firing)
 
@@ -136,11 +137,11 @@ class Regression(ShadowHooks):
     def _batch(self, state: RegressionState, now: float, firing: bool) -> bool:
         """Feeds the pending units to the sequential test (none while it has no bets or the
         rule fires: those count in the windows only); True when it crossed the budget."""
-        test = state.test
+        judging = state.judging
+        test, batch = judging.sequential, judging.batch
         assert test is not None
-        batch = state.batch
-        if batch.size() and state.bets is not None and not firing:
-            test.update(state.bets, batch.levels, batch.arrivals, now)
+        if batch.size() and judging.bets is not None and not firing:
+            test.update(judging.bets, batch.levels, batch.arrivals, now)
         batch.clear()
         return not firing and test.crossed(self.rule.budget_s)
 
@@ -150,22 +151,21 @@ class Regression(ShadowHooks):
         """What left the current window goes into the history, the expectation moves to
         `now` (and an evaluator changeover with it), the window test's lean is followed and
         the sequential test takes its pending batch and its bets for the next."""
-        rule, test = self.rule, state.test
-        hold_from = test.building_since() if test is not None else state.leaning_since
-        state.last = now
-        expected = state.expected = state.baseline.advance(
-            state.current, state.solo, now, firing=firing, hold_from=hold_from
+        rule, judging = self.rule, state.judging
+        state.last.at = now
+        expected = state.last.expected = state.baseline.advance(
+            state.current, state.solo, now, firing=firing, hold_from=judging.building_since()
         )
-        if test is None:
+        if judging.sequential is None:
             p = self._window_p(state, now)
             if p >= WINDOW_HOLD_P:
-                state.leaning_since = None
-            elif state.leaning_since is None:
-                state.leaning_since = now - rule.window_s
+                judging.leaning_since = None
+            elif judging.leaning_since is None:
+                judging.leaning_since = now - rule.window_s
             return
         self._batch(state, now, firing)
-        enough = expected is not None and expected.samples >= self._baseline.min_samples
-        state.bets = (
+        enough = state.baseline.settled(expected)
+        judging.bets = (
             bets(expected, rule.min_increase, rule.steps, rule.budget_s)
             if expected is not None and enough
             else None
@@ -174,7 +174,7 @@ class Regression(ShadowHooks):
     def _window_p(self, state: RegressionState, now: float) -> float:
         """The window test's p-value of "the current window's mean is at most
         `min_increase / 2` above the expected" (1.0 without an expectation)."""
-        expected = state.expected
+        expected = state.last.expected
         if expected is None:
             return 1.0
         return expected.rise_p(state.current.moments(now), self.rule.min_increase / 2)
@@ -184,8 +184,8 @@ class Regression(ShadowHooks):
         state: RegressionState = entry.state
         rule, cfg = self.rule, self.rule.config
         m = rule.min_increase
-        test = state.test
-        expected = state.expected
+        test = state.judging.sequential
+        expected = state.last.expected
         current = state.current.moments(now)
         reference = NOTHING
         unseasoned = state.history.learning()
@@ -197,7 +197,7 @@ class Regression(ShadowHooks):
         if expected is not None:
             reference = expected.reference()
             figures.update(expected=expected.mean, kappa=expected.kappa, rho=expected.rho)
-        enough = expected is not None and expected.samples >= self._baseline.min_samples
+        enough = state.baseline.settled(expected)
         ready = enough and current.samples >= cfg.min_samples
         increase = current.mean - expected.mean if expected is not None else 0.0
         note = ""
@@ -252,8 +252,8 @@ class Regression(ShadowHooks):
         state: RegressionState = entry.state
         accepted = judgment.figures.get("accepted")
         state.baseline.settle(now, entry.started_at - self.rule.window_s if accepted else None)
-        if state.test is not None:
-            state.test.reset()
+        if state.judging.sequential is not None:
+            state.judging.sequential.reset()
 
     # -- what it says and shows --------------------------------------------------------
 
@@ -305,7 +305,7 @@ class Regression(ShadowHooks):
         state: RegressionState = entry.state
         name = self.rule.config.name
         judgment = entry.judgment
-        now = state.last if state.last is not None else 0.0
+        now = state.last.at if state.last.at is not None else 0.0
         current = state.current.moments(now)
         gauges.samples(service, name, "current", current.samples)
         gauges.rate(service, name, current.samples, current.mean)
@@ -314,6 +314,6 @@ class Regression(ShadowHooks):
             gauges.samples(service, name, "baseline", reference.samples)
             gauges.baseline_rate(service, name, reference.samples, reference.mean)
             gauges.ready(service, name, judgment.figures.get("learning", 0.0) == 0.0)
-        if state.test is not None:
-            gauges.evidence(service, name, state.test.progress(self.rule.budget_s))
+        if state.judging.sequential is not None:
+            gauges.evidence(service, name, state.judging.sequential.progress(self.rule.budget_s))
         gauges.firing(self.rule, service, "", entry.firing)

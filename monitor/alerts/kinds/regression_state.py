@@ -1,9 +1,10 @@
 """What a regression rule keeps per service (`monitor.alerts.kinds.regression`), and its
-form in the state file: its windows and test here, what it expects in its `Baseline`."""
+form in the state file: its windows, its test and its last judgment here, what it expects
+in its `Baseline`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from monitor.alerts.kinds.regression_expectation import sayer, terms
@@ -25,22 +26,42 @@ from monitor.evidence import (
 
 
 @dataclass(slots=True)
+class Judging:
+    """How the rule judges its window: the sequential test (`sequential`) with the units
+    waiting for its next batch and its bets against the last expectation, or the window
+    test, which follows only since when the window leans up (`leaning_since`)."""
+
+    sequential: SequentialTest | None
+    batch: Batch
+    bets: Bets | None = None
+    leaning_since: float | None = None
+
+    def building_since(self) -> float | None:
+        """Since when evidence of a rise builds (None: it does not)."""
+        if self.sequential is not None:
+            return self.sequential.building_since()
+        return self.leaning_since
+
+
+@dataclass(slots=True)
+class Advance:
+    """The last advance: its time, and what the current window is compared with since
+    (not saved: an advance comes before every judgment)."""
+
+    at: float | None = None
+    expected: Expectation | None = None
+
+
+@dataclass(slots=True)
 class RegressionState:
     current: SlidingWindow
     # The current window's verdicts that came without a conversation.
     solo: SlidingWindow
     baseline: Baseline
-    test: SequentialTest | None
-    # What waits for the sequential test's next batch.
-    batch: Batch
+    judging: Judging
+    last: Advance = field(default_factory=Advance)
     # The service (and cohort) as log lines name it; not saved: whoever makes the state sets it.
     series: str = ""
-    bets: Bets | None = None
-    leaning_since: float | None = None
-    last: float | None = None
-    # What the current window is compared with, as of the last advance (not saved: an
-    # advance comes before every judgment).
-    expected: Expectation | None = None
 
     @staticmethod
     def empty(rule: Rule, series: str = "") -> RegressionState:
@@ -48,10 +69,20 @@ class RegressionState:
             SlidingWindow(rule.window_s),
             SlidingWindow(rule.window_s),
             Baseline(terms(rule), sayer(rule.config.name, series)),
-            SequentialTest() if rule.sequential else None,
-            Batch([0.0] * (rule.steps + 1)),
+            Judging(
+                SequentialTest() if rule.sequential else None,
+                Batch([0.0] * (rule.steps + 1)),
+            ),
             series=series,
         )
+
+    @property
+    def test(self) -> SequentialTest | None:
+        return self.judging.sequential
+
+    @property
+    def expected(self) -> Expectation | None:
+        return self.last.expected
 
     # The baseline's parts as the rule's tests read and drive them.
     @property
@@ -85,12 +116,12 @@ class RegressionState:
         out: dict[str, Any] = {
             "current": self.current.slices(),
             "solo": self.solo.slices(),
-            "leaning_since": self.leaning_since,
-            "last": self.last,
+            "leaning_since": self.judging.leaning_since,
+            "last": self.last.at,
             **self.baseline.saved(),
         }
-        if self.test is not None:
-            out["sequential"] = self.test.snapshot()
+        if self.judging.sequential is not None:
+            out["sequential"] = self.judging.sequential.snapshot()
         return out
 
     def restore(self, raw: Any) -> None:
@@ -98,8 +129,9 @@ class RegressionState:
         self.solo.restore(restore_slices(raw["solo"]))
         self.baseline.restore(raw)
         leaning = raw["leaning_since"]
-        self.leaning_since = None if leaning is None else saved_number(leaning, nonnegative=True)
+        judging = self.judging
+        judging.leaning_since = None if leaning is None else saved_number(leaning, nonnegative=True)
         last = raw["last"]
-        self.last = None if last is None else saved_number(last, nonnegative=True)
-        if self.test is not None and raw.get("sequential") is not None:
-            self.test.restore(raw["sequential"])
+        self.last.at = None if last is None else saved_number(last, nonnegative=True)
+        if judging.sequential is not None and raw.get("sequential") is not None:
+            judging.sequential.restore(raw["sequential"])
