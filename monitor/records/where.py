@@ -116,7 +116,8 @@ class Where:
             record.metadata.get(TOPIC, ""),
         )
         return cls(
-            tuple(where_value(v) for v in values),
+            # `where_value` leaves a short printable value as it is: most are.
+            tuple(v if len(v) <= MAX_CHARS and v.isprintable() else where_value(v) for v in values),
             record.trace_id,
             record.conversation or record.trace_id or record.request_id,
             sender(record),
