@@ -15,6 +15,7 @@ go first, process-wide, down to `EVICT_TO` of it (`_evict`).
 
 from __future__ import annotations
 
+import functools
 import heapq
 import logging
 import math
@@ -43,7 +44,13 @@ EVICT_TO = 0.9
 
 
 def conversation_bytes(units: Units) -> int:
-    return len(units) * OPEN_BYTES + units.remembered * CLOSED_BYTES + units.seen * SEEN_BYTES
+    return units.held(OPEN_BYTES, CLOSED_BYTES, SEEN_BYTES)
+
+
+@functools.cache
+def _levels(steps: int) -> tuple[float, ...]:
+    """The level of each of a histogram's `steps + 1` bins: every verdict asks for them."""
+    return tuple(k / steps for k in range(steps + 1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,8 +139,7 @@ class Entries:
         conversations = self._conversations.get(key)
         if conversations is None:
             conversations = self._conversations[key] = self._units(key)
-        steps = len(histogram) - 1
-        levels = [k / steps for k in range(steps + 1)]
+        levels = _levels(len(histogram) - 1)
         if conversation is not None or request is not None:
             held = conversation_bytes(conversations)
             arrival, closed = conversations.add(

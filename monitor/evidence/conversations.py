@@ -143,6 +143,10 @@ class Conversations:
         """How many closed conversations are remembered."""
         return len(self._closed)
 
+    def sizes(self) -> tuple[int, int]:
+        """`len(self)` and `remembered` in one call (asked twice per verdict counted)."""
+        return len(self._open), len(self._closed)
+
     def oldest(self) -> float:
         """When the conversation `evict` takes was closed (or, with none closed, last
         active); infinity with none."""

@@ -176,6 +176,18 @@ class Units:
         counted."""
         return len(self._seen) + len(self._counted)
 
+    def held(self, open_bytes: int, closed_bytes: int, seen_bytes: int) -> int:
+        """What `len(self)`, `remembered` and `seen` hold at the given bytes each, in one
+        call: the alert entries ask it twice for every verdict they count."""
+        c_open, c_closed = self.conversations.sizes()
+        s_open, s_closed = self.sessions.sizes()
+        r_open, r_closed = self.requests.sizes()
+        return (
+            (c_open + s_open + r_open) * open_bytes
+            + (c_closed + s_closed + r_closed) * closed_bytes
+            + (len(self._seen) + len(self._counted)) * seen_bytes
+        )
+
     def _first_seen(self) -> float:
         """When the request `evict` would forget of those `seen` was asked (infinity with
         none)."""
@@ -253,10 +265,15 @@ class Units:
             self.requests.remember(request, seen[1], seen[2], seen[0])
         arrival, more = self.requests.add(request, histogram, levels, now)
         self._pairs.pair(arrival)
-        arrival = dataclasses.replace(
-            arrival,
-            rho=self._pairs.bound(),
-            counted=self._share(request, arrival.samples, now),
+        # Built whole: cheaper than `dataclasses.replace`, and it runs for every verdict.
+        arrival = Arrival(
+            arrival.samples,
+            arrival.defects,
+            arrival.squares,
+            arrival.earlier,
+            arrival.earlier_defects,
+            self._pairs.bound(),
+            self._share(request, arrival.samples, now),
         )
         return arrival, closed + [dataclasses.replace(u, conversation=False) for u in more]
 

@@ -80,6 +80,12 @@ class Where:
         known = memo.where
         if known is not None and known[0] == basis:
             where = cast(Where, known[1])
+            who = sender(record)
+            if where.sender != who:
+                # The ingest process merges the delivery's metadata (who sent it) into a
+                # record its worker extracted: the values stand, the sender is the new one.
+                where = cls(where.values, where.trace_id, where.unit, who)
+                memo.where = (basis, where)
         else:
             where = cls._of(record)
             memo.where = (basis, where)
@@ -116,7 +122,8 @@ class Where:
             record.metadata.get(TOPIC, ""),
         )
         return cls(
-            tuple(where_value(v) for v in values),
+            # `where_value` leaves a short printable value as it is: most are.
+            tuple(v if len(v) <= MAX_CHARS and v.isprintable() else where_value(v) for v in values),
             record.trace_id,
             record.conversation or record.trace_id or record.request_id,
             sender(record),
@@ -150,7 +157,8 @@ class Where:
 
 
 def _basis(record: RagRecord) -> tuple[object, ...]:
-    """What a record's values come from: a record (a copy) equal in these has the same."""
+    """What a record's values come from: a record (a copy) equal in these has the same
+    (its sender aside, which `Where.of` checks on its own)."""
     return (
         record.query,
         record.retrieved_context,
@@ -161,7 +169,6 @@ def _basis(record: RagRecord) -> tuple[object, ...]:
         record.trace_id,
         record.conversation,
         record.request_id,
-        sender(record),
     )
 
 

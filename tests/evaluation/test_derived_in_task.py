@@ -10,12 +10,14 @@ from __future__ import annotations
 import pickle
 import random
 
+import pytest
+
 from harness.otlp_load import SPANS_PER_TRACE, build_payload
 from monitor.config import EvaluatorConfig, Judge
 from monitor.evaluators.revision import revision
 from monitor.extraction import TraceRecords
 from monitor.processors.evaluation._task import Batch, Job, Settings, build_scorer, run
-from monitor.records import RagRecord
+from monitor.records import CLIENT_ADDRESS, RagRecord, sender
 from monitor.records.fingerprint import request_fingerprint
 from monitor.records.where import Where
 from monitor.spans import decode_protobuf
@@ -52,6 +54,25 @@ def test_the_dimensions_come_with_the_extracted_record() -> None:
     other = record.model_copy(update={"query": "Wo ist mein Paket und wann kommt es an?"})
     assert Where.of(other) != carried[1]
     assert Where.of(record) == carried[1]
+
+
+def test_the_delivery_s_sender_keeps_the_carried_dimensions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The ingest process merges the delivery's metadata (who sent it) into the record its
+    worker extracted: the carried values stand, with the new sender."""
+    record = _extracted()
+    assert record.memo.where is not None
+    carried = record.memo.where[1]
+    assert isinstance(carried, Where)
+    metadata = {**record.metadata, CLIENT_ADDRESS: "10.0.0.7"}
+    delivered = record.model_copy(update={"metadata": metadata})
+    fresh = RagRecord.model_validate(delivered.model_dump())
+    expected = Where.of(fresh)
+    assert expected.sender == sender(delivered) != carried.sender
+    monkeypatch.setattr(Where, "_of", classmethod(lambda cls, r: pytest.fail("derived again")))
+    assert Where.of(delivered) == expected
+    assert Where.of(record) == carried
 
 
 def test_a_copy_with_other_texts_gets_its_own_fingerprint() -> None:
