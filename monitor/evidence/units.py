@@ -266,14 +266,10 @@ class Units:
         arrival, more = self.requests.add(request, histogram, levels, now)
         self._pairs.pair(arrival)
         # Built whole: cheaper than `dataclasses.replace`, and it runs for every verdict.
+        a = arrival
+        rho, counted = self._pairs.bound(), self._share(request, a.samples, now)
         arrival = Arrival(
-            arrival.samples,
-            arrival.defects,
-            arrival.squares,
-            arrival.earlier,
-            arrival.earlier_defects,
-            self._pairs.bound(),
-            self._share(request, arrival.samples, now),
+            a.samples, a.defects, a.squares, a.earlier, a.earlier_defects, rho, counted
         )
         return arrival, closed + [dataclasses.replace(u, conversation=False) for u in more]
 
