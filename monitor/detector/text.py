@@ -6,7 +6,7 @@ import re
 import threading
 import unicodedata
 from collections import defaultdict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from contextlib import AbstractContextManager
 from functools import lru_cache
 from typing import Any, TypeVar
@@ -219,6 +219,13 @@ def fold(text: str) -> str:
         return text.lower()
     decomposed = unicodedata.normalize("NFKD", text)
     return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
+
+
+def fold_all(raw: Iterable[str]) -> list[str]:
+    """`fold` of each token, numbers past its cache: for a text parsed once (a question, a
+    sentence read into a cache of its own), whose numbers (ids, amounts) are mostly new and
+    kept would grow the cache long after the words it holds."""
+    return [fold.__wrapped__(t) if t[0].isdigit() else fold(t) for t in raw]
 
 
 def canonical(word: str) -> str:
