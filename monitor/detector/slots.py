@@ -101,7 +101,7 @@ def parse(text: str) -> Parsed:
     """Finds the slots of one sentence."""
     raw = tokens(text)
     spans = token_spans(text)
-    folded = fold_all(raw)
+    folded = fold_all(text, raw)
     slots: list[Slot] = []
     used: set[int] = set()
     n = len(raw)

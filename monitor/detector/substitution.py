@@ -142,7 +142,7 @@ class _Words:
 # Context chunks recur across requests; a worker keeps its last sentences read.
 @lru_cache(maxsize=1024)
 def _read(text: str) -> _Words:
-    words = tuple(fold_all(tokens(text)))
+    words = tuple(fold_all(text, tokens(text)))
     content = {
         stem(w.removesuffix("'s")) if w.isalpha() or "'" in w else w
         for w in words
