@@ -32,6 +32,7 @@ from monitor.detector.text import (
     fold,
     fold_all,
     is_negation,
+    past_numbers,
     root,
     stem,
     tokens,
@@ -151,9 +152,9 @@ def _read(text: str) -> _Words:
     return _Words(
         text,
         words,
-        frozenset(map(_lemma, words)),
+        frozenset(past_numbers(_lemma, text, words)),
         frozenset(content),
-        frozenset(map(root, content)),
+        frozenset(past_numbers(root, text, content)),
     )
 
 

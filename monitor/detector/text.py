@@ -6,7 +6,7 @@ import re
 import threading
 import unicodedata
 from collections import defaultdict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from contextlib import AbstractContextManager
 from functools import lru_cache
 from typing import Any, TypeVar
@@ -225,13 +225,20 @@ _DIGIT = re.compile(r"\d")
 
 
 def fold_all(text: str, raw: list[str]) -> list[str]:
-    """`fold` of each of `text`'s tokens `raw`, its numbers past the cache: for a text parsed
-    once (a question, a sentence read into a cache of its own), whose numbers (ids, amounts)
-    are mostly new and kept would grow the cache long after the words it holds. A text
-    without a digit, most, costs what `map(fold, raw)` does."""
+    """`fold` of each of `text`'s tokens `raw`, its numbers past the cache (`past_numbers`)."""
+    return past_numbers(fold, text, raw)
+
+
+def past_numbers(cached: Any, text: str, items: Iterable[str]) -> list[str]:
+    """`cached` (a per-token cache) of each of `items`, the words of `text`, those that start
+    with a digit past the cache: for a text parsed once (a question, a sentence read into a
+    cache of its own), whose numbers (ids, amounts) are mostly new and kept would grow the
+    cache long after the words it holds. A text without a digit, most, costs what
+    `list(map(cached, items))` does."""
     if _DIGIT.search(text) is None:
-        return list(map(fold, raw))
-    return [fold.__wrapped__(t) if t[0].isdigit() else fold(t) for t in raw]
+        return list(map(cached, items))
+    uncached = cached.__wrapped__
+    return [uncached(t) if t[0].isdigit() else cached(t) for t in items]
 
 
 def canonical(word: str) -> str:

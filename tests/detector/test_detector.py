@@ -82,16 +82,17 @@ def test_wrong_number_scores_lower_and_is_named() -> None:
 
 
 def test_new_numbers_grow_no_word_cache() -> None:
-    """A question's own number (a ticket, an id: one per request) is folded, stemmed and read
-    past the word caches: kept, they grew each cache to its bound over an hour of traffic."""
-    from monitor.detector.text import fold, number_value, stem
+    """A question's own number (a ticket, an id: one per request) is folded, stemmed, read and
+    rooted past the word caches: kept, they grew each cache to its bound over an hour."""
+    from monitor.detector.substitution import _lemma
+    from monitor.detector.text import fold, number_value, root, stem
 
     def scored(n: int) -> list[int]:
         query = f"When did the bridge open (ticket {n})?"
         grounded("It opened in 1937; the main span is 1,280 meters long.", query)
         score_relevance(query, "It opened in 1937.")
         score_retrieval(query, [BRIDGE])
-        return [cache.cache_info().currsize for cache in (fold, stem, number_value)]
+        return [c.cache_info().currsize for c in (fold, stem, number_value, root, _lemma)]
 
     first = scored(9_000_001)
     assert all(scored(9_000_002 + n) == first for n in range(20))
