@@ -35,7 +35,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Sp
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench._pss import tree_memory  # noqa: E402
+from bench._pss import ProcessMemory, tree_memory  # noqa: E402
 from bench.sidecar_memory import _entry_point, _ready, _running  # noqa: E402
 from harness import bench_docs, bench_smoke  # noqa: E402
 from harness.otlp_load import ANSWERS, DOCS, QUESTIONS  # noqa: E402
@@ -229,7 +229,8 @@ def main() -> None:
                     readings.append((elapsed, pss, anon, traffic.sent))
                     print(
                         f"{elapsed / 60:6.1f} min  PSS {pss:6.1f} MB  anonymous {anon:6.1f} MB"
-                        f"  traces sent {traffic.sent}  verdicts {evaluations(metrics)}",
+                        f" ({_by_role(tree)})  traces sent {traffic.sent}"
+                        f"  verdicts {evaluations(metrics)}",
                         flush=True,
                     )
                     time.sleep(args.every_s)
@@ -240,6 +241,17 @@ def main() -> None:
     print(table)
     if args.write_docs:
         bench_docs.write_block("docs/performance.md", "sidecar-steady-memory", table)
+
+
+def _by_role(tree: list[ProcessMemory]) -> str:
+    """Anonymous MB of each process, by role ("main 61.2, worker 35.0 35.4, ..."): where a
+    growth is."""
+    roles: dict[str, list[float]] = {}
+    for process in sorted(tree, key=lambda p: p.pid):  # the same worker in the same place
+        roles.setdefault(process.role, []).append(process.anon_mb)
+    return ", ".join(
+        f"{role} " + " ".join(f"{mb:.1f}" for mb in mbs) for role, mbs in roles.items()
+    )
 
 
 def _summary(

@@ -10,7 +10,7 @@ import numpy as np
 
 from monitor.detector.embedding import Embedder
 from monitor.detector.sentences import Sentence, SentenceCheck, normalise
-from monitor.detector.text import DISCOURSE, STOPWORDS, fold, tokens
+from monitor.detector.text import DISCOURSE, STOPWORDS, fold, fold_all, tokens
 
 # Clause boundaries inside a sentence: punctuation and coordinating words.
 # A comma inside a number ("240,148") splits nothing.
@@ -51,7 +51,7 @@ def _clauses(check: SentenceCheck) -> list[tuple[str, float, int, int]]:
     out = []
     for clause in _CLAUSE.split(check.text):
         words = tokens(clause)
-        if _ADVICE & {fold(t) for t in words} or _COURTESY.search(clause):
+        if _ADVICE.intersection(fold_all(clause, words)) or _COURTESY.search(clause):
             continue
         supported = missing = 0
         weight = 0.0

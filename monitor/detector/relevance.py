@@ -43,6 +43,9 @@ class RetrievalVerdict:
 def _content_stem(token: str) -> str | None:
     """The stem of a token that carries content (never empty); None for stopwords,
     discourse words and single letters."""
+    if token[0].isdigit():  # a number: kept out of the word caches (`sentences.normalise`)
+        word = fold.__wrapped__(token)
+        return stem.__wrapped__(word) if len(word) > 1 else None
     word = fold(token)
     if word in STOPWORDS or word in DISCOURSE or len(word) <= 1:
         return None

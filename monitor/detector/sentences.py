@@ -24,8 +24,11 @@ PREFIX = 6
 @lru_cache(maxsize=TOKEN_CACHE)
 def normalise(token: str) -> tuple[str, str | None]:
     """(folded and unit-canonical form, numeric value for digit tokens else None)."""
-    numeric = token[0].isdigit() or token[0] == "$"
-    return canonical(fold(token)), number_value(token) if numeric else None
+    if token[0].isdigit() or token[0] == "$":
+        # Past the cache's hit path: numbers (ids, amounts) are mostly seen once, and kept
+        # in the word caches too they would grow them long after the words they hold.
+        return canonical(fold.__wrapped__(token)), number_value.__wrapped__(token)
+    return canonical(fold(token)), None
 
 
 @dataclass(slots=True)

@@ -16,6 +16,7 @@ from monitor.detector.text import (
     UNIT_NAMES,
     canonical,
     fold,
+    fold_all,
     number_value,
     root,
     stem,
@@ -86,7 +87,8 @@ class Parsed:
 
 
 def _number(token: str) -> float | None:
-    value = number_value(token) if token[0].isdigit() or token[0] == "$" else None
+    # Past the cache: a question's numbers (ids, amounts) are mostly new, kept they grow it.
+    value = number_value.__wrapped__(token) if token[0].isdigit() or token[0] == "$" else None
     if value is None:
         return None
     try:
@@ -99,7 +101,7 @@ def parse(text: str) -> Parsed:
     """Finds the slots of one sentence."""
     raw = tokens(text)
     spans = token_spans(text)
-    folded = list(map(fold, raw))
+    folded = fold_all(text, raw)
     slots: list[Slot] = []
     used: set[int] = set()
     n = len(raw)

@@ -30,7 +30,9 @@ from monitor.detector.text import (
     STOPWORDS,
     TOKEN_CACHE,
     fold,
+    fold_all,
     is_negation,
+    past_numbers,
     root,
     stem,
     tokens,
@@ -141,7 +143,7 @@ class _Words:
 # Context chunks recur across requests; a worker keeps its last sentences read.
 @lru_cache(maxsize=1024)
 def _read(text: str) -> _Words:
-    words = tuple(map(fold, tokens(text)))
+    words = tuple(fold_all(text, tokens(text)))
     content = {
         stem(w.removesuffix("'s")) if w.isalpha() or "'" in w else w
         for w in words
@@ -150,9 +152,9 @@ def _read(text: str) -> _Words:
     return _Words(
         text,
         words,
-        frozenset(map(_lemma, words)),
+        frozenset(past_numbers(_lemma, text, words)),
         frozenset(content),
-        frozenset(map(root, content)),
+        frozenset(past_numbers(root, text, content)),
     )
 
 

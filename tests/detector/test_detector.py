@@ -81,6 +81,23 @@ def test_wrong_number_scores_lower_and_is_named() -> None:
     assert wrong.unsupported == ("The main span is 2,150 meters long.",)
 
 
+def test_new_numbers_grow_no_word_cache() -> None:
+    """A question's own number (a ticket, an id: one per request) is folded, stemmed, read and
+    rooted past the word caches: kept, they grew each cache to its bound over an hour."""
+    from monitor.detector.substitution import _lemma
+    from monitor.detector.text import fold, number_value, root, stem
+
+    def scored(n: int) -> list[int]:
+        query = f"When did the bridge open (ticket {n})?"
+        grounded("It opened in 1937; the main span is 1,280 meters long.", query)
+        score_relevance(query, "It opened in 1937.")
+        score_retrieval(query, [BRIDGE])
+        return [c.cache_info().currsize for c in (fold, stem, number_value, root, _lemma)]
+
+    first = scored(9_000_001)
+    assert all(scored(9_000_002 + n) == first for n in range(20))
+
+
 def test_number_formats_and_units_match_the_context() -> None:
     verdict = grounded("Roughly 112000 vehicles use it daily; the span is 1280 m long.")
     assert verdict.unsupported == ()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from monitor.processors.trace._assembler import MAX_SPANS_PER_TRACE, TraceAssembler
 from monitor.processors.trace._in_a_row import QUIET_AFTER
+from monitor.processors.trace._released import RELEASED_S
 from monitor.spans import Span
 
 
@@ -94,6 +95,33 @@ def test_late_spans_of_a_released_trace_are_counted_not_reassembled() -> None:
     assert asm.add([_span("i", "9", "1")], "otlp_http", now=1) == []
     assert drops.counts == {"late_span": 1}
     assert asm.open_traces == 0
+
+
+def test_released_ids_are_remembered_for_a_bounded_time_and_number() -> None:
+    """A late span within `RELEASED_S` of its trace's release is late; two generations of
+    releases later the id is forgotten (under steady traffic the memory of ids stops growing
+    then), and never more than `max_open_traces` ids are held."""
+    drops, clock = Drops(), [0.0]
+    asm = TraceAssembler(
+        idle_timeout_s=10, max_open_traces=100, on_drop=drops, clock=lambda: clock[0]
+    )
+
+    def at(t: float, *spans: Span) -> None:
+        clock[0] = t
+        asm.add(list(spans), "otlp_http")
+
+    at(0, _span("a", "1"))
+    at(RELEASED_S, _span("a", "2", "1"), _span("b", "1"))  # a new generation from "b" on
+    at(2 * RELEASED_S - 1, _span("a", "3", "1"))
+    assert drops.counts == {"late_span": 2}
+    at(2 * RELEASED_S, _span("c", "1"))
+    at(2 * RELEASED_S, _span("a", "4", "1"), _span("b", "2", "1"))
+    assert asm.is_open("a".ljust(32, "0")) and drops.counts == {"late_span": 3}
+    for n in range(300):
+        at(2 * RELEASED_S, _span(f"d{n:03d}", "1"))
+    assert len(asm._released) <= 100
+    at(2 * RELEASED_S, _span("d299", "2", "1"))  # the latest are still known
+    assert drops.counts == {"late_span": 4}
 
 
 def test_runaway_trace_is_capped() -> None:

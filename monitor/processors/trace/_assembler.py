@@ -50,7 +50,7 @@ is released at once, until a span of it ends after the root or misses its record
 a trace already released are dropped, and reported with their service and what released
 their trace (`on_late`), so one request never becomes two partial records (only released
 traces are remembered: spans of an abandoned one start it afresh); the memory of released
-ids is bounded by `max_open_traces`. The assembler is single-threaded, synchronous and pure
+ids is bounded in time and by `max_open_traces` (`_released`). The assembler is single-threaded, synchronous and pure
 apart from the `on_drop` and `on_late` callbacks; the trace stage runs it on the loop.
 """
 
@@ -67,6 +67,7 @@ from monitor.conventions import LOG_EVENTS, OUTPUT_EVENTS
 from monitor.extraction import awaits_log_events
 from monitor.processors.trace._in_a_row import InARow
 from monitor.processors.trace._late_spans import Sender, sender_of
+from monitor.processors.trace._released import Released
 from monitor.spans import LOG_EVENT_KEY, Span
 
 Trigger = Literal["root_ended", "idle_timeout", "evicted", "flushed", "shutdown", "events_only"]
@@ -157,7 +158,7 @@ class TraceAssembler:
         self._clock = clock
         self._open: OrderedDict[str, _Open] = OrderedDict()
         # Released traces → what released them and who sent their root (`_pairs`: one of each).
-        self._released: OrderedDict[str, tuple[Trigger, Sender]] = OrderedDict()
+        self._released: Released[tuple[Trigger, Sender]] = Released(max_open_traces, clock)
         self._pairs: dict[tuple[Trigger, Sender], tuple[Trigger, Sender]] = {}
         self._events_only: OrderedDict[str, _Open] = OrderedDict()  # only log events, own bounds
         self._events_only_bytes = 0
@@ -481,9 +482,7 @@ class TraceAssembler:
             if len(self._pairs) >= self._max:
                 self._pairs.clear()
             pair = self._pairs.setdefault((trigger, trace.sender), (trigger, trace.sender))
-            self._released[trace_id] = pair
-            while len(self._released) > self._max:
-                self._released.popitem(last=False)
+            self._released.add(trace_id, pair)
         incomplete = trigger == "idle_timeout" and bool(trace.missing_parents)
         spans = list(trace.spans.values())
         return FinishedTrace(trace_id, spans, trigger, trace.source, incomplete)
