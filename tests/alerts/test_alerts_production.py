@@ -144,7 +144,7 @@ def test_an_evaluator_revision_starts_a_new_baseline_and_never_pages(
     that follows the day (a rollout of it: tests/alerts/test_alerts_changeover.py)."""
     caplog.set_level(logging.WARNING, logger="monitor.alerts.engine")
     spec = StreamSpec(
-        rate=1, days=5, icc=0.05, cycle=0.03, ids=False, changes=(Change("revision", 3.5, 0.35),)
+        rate=1, days=3, icc=0.05, cycle=0.03, ids=False, changes=(Change("revision", 1.5, 0.35),)
     )
     events, backtest = replay(spec, config(budget="7d", season="day"))
     assert pages(events) == []
