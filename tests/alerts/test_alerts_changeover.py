@@ -6,14 +6,16 @@ on their own simulated time."""
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 import random
 
 import pytest
 
-from harness.production_streams import DAY_S, START, Change, StreamSpec
+from harness.production_streams import DAY_S, START, Change, StreamSpec, stream
 from monitor.alerts import AlertEngine
-from monitor.alerts.backtest import Backtest
+from monitor.alerts.backtest import Backtest, Event
 from monitor.component import Evaluated
 from monitor.config import AlertBaseline, RegressionRule
 from monitor.records import RagRecord
@@ -42,6 +44,37 @@ def started(backtest: object) -> float | None:
 # service's defect rate doubles at 03:00.
 CHANGE_DAY, STEP_DAY = 4.0, 4.125
 LIMIT_S = information_limit_s(0.30, 0.60, 1.0, 90 * DAY_S)
+# The four healthy days before the change: the same rows in each stream below.
+BEFORE = StreamSpec(rate=1, days=CHANGE_DAY, icc=0.05, ids=False)
+# Replayed but their last two minutes: the replay's last evaluation, a minute after its
+# last row, comes before the change.
+BEFORE_END = START + CHANGE_DAY * DAY_S - 120
+
+
+@functools.cache
+def _before() -> tuple[str, float]:
+    """The rule's state after the days before the change, replayed once (as the state
+    file holds it), and the backtest's clock then."""
+    backtest = Backtest(config(season="day"))
+    rows = ((where, row) for where, row in stream(BEFORE) if row["time"] < BEFORE_END)
+    assert [e for e in backtest.run(rows) if e.status == "firing"] == []
+    assert backtest._clock.now < START + CHANGE_DAY * DAY_S
+    return json.dumps(backtest.engine.snapshot()), backtest._clock.now
+
+
+def from_the_change(spec: StreamSpec) -> tuple[list[Event], Backtest]:
+    """`spec`'s rows from the days before its change on (but a minute of healthy rows
+    before it), replayed by a backtest restored from them, as a restart would go on."""
+    assert spec.seed == BEFORE.seed and (spec.rate, spec.icc, spec.ids) == (1, 0.05, False)
+    saved, now = _before()
+    backtest = Backtest(config(season="day"))
+    backtest._clock.now = now
+    backtest.engine.restore(json.loads(saved))
+    change = START + CHANGE_DAY * DAY_S
+    rows = ((where, row) for where, row in stream(spec) if row["time"] > now)
+    events = list(backtest.run(rows))
+    assert all(event.time >= change for event in events)
+    return events, backtest
 
 
 def test_a_doubling_three_hours_after_an_evaluator_revision_pages_near_the_limit() -> None:
@@ -52,7 +85,7 @@ def test_a_doubling_three_hours_after_an_evaluator_revision_pages_near_the_limit
         ids=False,
         changes=(Change("revision", CHANGE_DAY, 0.30), Change("step", STEP_DAY, 2.0)),
     )
-    events, backtest = replay(spec, config(season="day"))
+    events, backtest = from_the_change(spec)
     (page, *_) = pages(events)
     assert page.time >= START + STEP_DAY * DAY_S
     assert page.time - (START + STEP_DAY * DAY_S) <= 3 * LIMIT_S
@@ -70,7 +103,7 @@ def test_a_rollout_with_both_revisions_live_starts_one_baseline_and_a_doubling_p
         ids=False,
         changes=(Change("rollout", CHANGE_DAY, 0.30, 0.25), Change("step", step, 2.0)),
     )
-    events, backtest = replay(spec, config(season="day"))
+    events, backtest = from_the_change(spec)
     assert started(backtest) == 1
     (page, *_) = pages(events)
     assert page.time >= START + step * DAY_S
@@ -79,8 +112,8 @@ def test_a_rollout_with_both_revisions_live_starts_one_baseline_and_a_doubling_p
 
 def test_a_healthy_rollout_never_pages() -> None:
     # A revision switched at once on the same stream: test_alerts_production.py.
-    change = Change("rollout", 3.5, 0.35, 0.25)
-    spec = StreamSpec(rate=1, days=5, icc=0.05, cycle=0.03, ids=False, changes=(change,))
+    change = Change("rollout", 1.5, 0.35, 0.25)
+    spec = StreamSpec(rate=1, days=3, icc=0.05, cycle=0.03, ids=False, changes=(change,))
     events, _ = replay(spec, config(season="day", budget="7d"))
     assert pages(events) == []
 
@@ -134,7 +167,7 @@ def test_a_changeover_under_way_survives_a_restart() -> None:
     spec = StreamSpec(
         rate=1, days=4.05, icc=0.05, ids=False, changes=(Change("revision", CHANGE_DAY, 0.30),)
     )
-    _, first = replay(spec, config(season="day"))
+    _, first = from_the_change(spec)
     saved = first.engine.snapshot()
     state = saved[RULE]["services"]["svc-0"][""]["state"]
     assert state["changeover"] is not None

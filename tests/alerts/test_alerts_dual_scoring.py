@@ -8,6 +8,8 @@ after the change pages. Verdicts one record at a time on an injected clock, judg
 
 from __future__ import annotations
 
+import functools
+import json
 import logging
 import random
 import re
@@ -85,6 +87,27 @@ def run(
     return sent
 
 
+@functools.cache
+def _before() -> tuple[str, float]:
+    """The hours before the change (revision "a" alone), replayed once: the rule's state
+    as the state file holds it, and the clock at the change."""
+    clock = Clock()
+    engine = engine_for(clock, "before")
+    run(engine, clock, -BEFORE_S, 0.0)
+    return json.dumps(engine.snapshot()["before"]), clock.now
+
+
+def changing(name: str) -> tuple[AlertEngine, Clock]:
+    """An engine whose rule is named `name`, at the change, with the hours before it
+    behind it (restored: they are the same stream in every test)."""
+    saved, now = _before()
+    clock = Clock()
+    clock.now = now
+    engine = engine_for(clock, name)
+    engine.restore({name: json.loads(saved)})
+    return engine, clock
+
+
 def state_of(engine: AlertEngine) -> RegressionState:
     state: RegressionState = next(iter(engine._entries.values())).state
     return state
@@ -99,12 +122,8 @@ def test_a_doubling_minutes_after_a_change_pages_on_paired_verdicts() -> None:
     offset measured on the records both scored stays near +0.10, so the doubling pages;
     with no previous revision scoring, the rule judges on the new revision's interim level
     (its first minutes and what followed), which the doubling also rises above."""
-    clock = Clock()
-    dual = engine_for(clock, "dual")
-    alone_clock = Clock()
-    alone = engine_for(alone_clock, "alone")
-    run(dual, clock, -BEFORE_S, 0.0)
-    run(alone, alone_clock, -BEFORE_S, 0.0, previous=None)
+    dual, clock = changing("dual")
+    alone, alone_clock = changing("alone")
     change_at = clock.now
     sent = firing(run(dual, clock, 0.0, 3 * 3600.0, rise_from_s=300.0))
     alone_sent = firing(run(alone, alone_clock, 0.0, 3 * 3600.0, rise_from_s=300.0, previous=None))
@@ -117,9 +136,7 @@ def test_a_doubling_minutes_after_a_change_pages_on_paired_verdicts() -> None:
 
 
 def test_a_doubling_three_hours_after_a_change_pages_on_the_translated_level() -> None:
-    clock = Clock()
-    engine = engine_for(clock, "doubling_after")
-    run(engine, clock, -BEFORE_S, 0.0)
+    engine, clock = changing("doubling_after")
     assert firing(run(engine, clock, 0.0, 3 * 3600.0)) == []
     change_at = clock.now - 3 * 3600.0
     sent = firing(run(engine, clock, 3 * 3600.0, 5 * 3600.0, rise_from_s=3 * 3600.0))
@@ -134,9 +151,7 @@ def test_verdicts_of_a_revision_the_history_was_not_learned_with_are_left_out(
     """`previous` names the old judge, but the history was learned under another (the
     monitor's own release changed too, which no config brings back): its verdicts say
     nothing of the history's level, so they are left out, and the log says why."""
-    clock = Clock()
-    engine = engine_for(clock, "other_previous")
-    run(engine, clock, -BEFORE_S, 0.0)
+    engine, clock = changing("other_previous")
     with caplog.at_level(logging.WARNING, logger="monitor.alerts.kinds.regression"):
         run(engine, clock, 0.0, 600.0, previous="c")
     change = state_of(engine).changeover
@@ -147,9 +162,7 @@ def test_verdicts_of_a_revision_the_history_was_not_learned_with_are_left_out(
 
 
 def test_paired_verdicts_under_way_survive_the_state_file_and_an_older_file_reads() -> None:
-    clock = Clock()
-    engine = engine_for(clock, "saved")
-    run(engine, clock, -BEFORE_S, 0.0)
+    engine, clock = changing("saved")
     run(engine, clock, 0.0, 600.0)
     change = state_of(engine).changeover
     assert change is not None and change.overlap.paired[0] > 0

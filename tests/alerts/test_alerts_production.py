@@ -34,13 +34,21 @@ RULE = "regression"
 
 
 def config(**baseline: Any) -> Config:
-    rule = {
-        "name": RULE,
-        "evaluator": "local_groundedness",
-        "baseline": baseline,
-        "false_page_every": baseline.pop("budget", "90d"),
-    }
-    return Config.model_validate({"alerts": {"evaluation_interval_s": 60, "rules": [rule]}})
+    return rules(**{RULE: baseline})
+
+
+def rules(**baselines: dict[str, Any]) -> Config:
+    """A rule of each name, on the same evaluator: rules that judge one replayed stream."""
+    listed = [
+        {
+            "name": name,
+            "evaluator": "local_groundedness",
+            "baseline": baseline,
+            "false_page_every": baseline.pop("budget", "90d"),
+        }
+        for name, baseline in baselines.items()
+    ]
+    return Config.model_validate({"alerts": {"evaluation_interval_s": 60, "rules": listed}})
 
 
 def replay(spec: StreamSpec, cfg: Config | None = None) -> tuple[list[Event], Backtest]:
@@ -48,8 +56,12 @@ def replay(spec: StreamSpec, cfg: Config | None = None) -> tuple[list[Event], Ba
     return list(backtest.run(stream(spec))), backtest
 
 
-def pages(events: list[Event], after_day: float = 0.0) -> list[Event]:
-    return [e for e in events if e.status == "firing" and e.time >= START + after_day * DAY_S]
+def pages(events: list[Event], after_day: float = 0.0, rule: str = RULE) -> list[Event]:
+    return [
+        e
+        for e in events
+        if e.status == "firing" and e.time >= START + after_day * DAY_S and e.alert.rule == rule
+    ]
 
 
 SEASONAL = StreamSpec(rate=0.5, days=7, cycle=0.06, traffic_ratio=10, icc=0.05, ids=False, seed=4)
@@ -58,10 +70,12 @@ SEASONAL = StreamSpec(rate=0.5, days=7, cycle=0.06, traffic_ratio=10, icc=0.05, 
 def test_a_daily_cycle_is_learned_as_the_day_not_paged_as_a_rise() -> None:
     """A defect rate that swings 0.14 to 0.26 every day, traffic ten times higher by day:
     a baseline that knows the hour expects the peak; one that does not pages it daily."""
-    seasonal, _ = replay(SEASONAL, config(budget="1d", season="day"))
-    flat, _ = replay(SEASONAL, config(budget="1d", season="none"))
-    assert len(pages(seasonal)) <= 1
-    assert len(pages(flat, after_day=1)) >= 4
+    both = rules(
+        seasonal={"budget": "1d", "season": "day"}, flat={"budget": "1d", "season": "none"}
+    )
+    events, _ = replay(SEASONAL, both)
+    assert len(pages(events, rule="seasonal")) <= 1
+    assert len(pages(events, after_day=1, rule="flat")) >= 4
 
 
 def test_a_seasonal_rule_judges_once_it_has_learned_a_whole_day() -> None:
@@ -130,7 +144,7 @@ def test_an_evaluator_revision_starts_a_new_baseline_and_never_pages(
     that follows the day (a rollout of it: tests/alerts/test_alerts_changeover.py)."""
     caplog.set_level(logging.WARNING, logger="monitor.alerts.engine")
     spec = StreamSpec(
-        rate=1, days=5, icc=0.05, cycle=0.03, ids=False, changes=(Change("revision", 3.5, 0.35),)
+        rate=1, days=3, icc=0.05, cycle=0.03, ids=False, changes=(Change("revision", 1.5, 0.35),)
     )
     events, backtest = replay(spec, config(budget="7d", season="day"))
     assert pages(events) == []
@@ -311,20 +325,19 @@ def test_a_slow_drift_pages_against_a_pinned_period_and_not_against_the_trailing
     drift = StreamSpec(
         rate=1, days=8, ids=False, changes=(Change("drift", 3.0, 0.30, 4.0),), seed=8
     )
-    trailing, _ = replay(drift, config(season="day"))
-    pinned, backtest = replay(
-        drift,
-        config(season="day", reference={"pinned": "2026-01-01T00:00Z/2026-01-03T00:00Z"}),
+    pinned = {"pinned": "2026-01-01T00:00Z/2026-01-03T00:00Z"}
+    events, backtest = replay(
+        drift, rules(trailing={"season": "day"}, pinned={"season": "day", "reference": pinned})
     )
-    assert pages(trailing) == []
-    first = pages(pinned)[0]
+    assert pages(events, rule="trailing") == []
+    first = pages(events, rule="pinned")[0]
     # The rate crosses 0.23 (min_increase above the pinned 0.20) at day 4.2.
     assert START + 4.2 * DAY_S < first.time < START + 5.2 * DAY_S
     assert (
         "the pinned period 2026-01-01T00:00Z/2026-01-03T00:00Z"
         in (first.alert.annotations["description"])
     )
-    saved = backtest.engine.snapshot()[RULE]["services"]["svc-0"][""]["state"]["pinned"]
+    saved = backtest.engine.snapshot()["pinned"]["services"]["svc-0"][""]["state"]["pinned"]
     assert saved[:2] == [START, START + 2 * DAY_S] and saved[2] == pytest.approx(0.2, abs=0.01)
 
 

@@ -37,6 +37,7 @@ RULE = RegressionRule(
     false_page_every="2h",  # a false page at most at 1 in 1,440 looks every 5 s
     test="window",  # the sequential test: tests/alerts/test_alerts_sequential.py
 )
+TESTS = ("window", "sequential")
 
 
 class Stream:
@@ -119,16 +120,22 @@ def test_too_little_baseline_means_no_page_and_says_why() -> None:
     assert current is not None and current >= 50
 
 
-@pytest.mark.parametrize("test", ["window", "sequential"])
-def test_a_rise_below_half_of_min_increase_does_not_page(test: str) -> None:
+def test_a_rise_below_half_of_min_increase_does_not_page() -> None:
     # Sequential, at a budget of 2h: a fixed test over the rise's 120,000 verdicts and the
     # 10-minute baseline would call +0.02 significant (z near 9); below half of
-    # min_increase, the statistic drifts down all the same.
-    engine, _, clock = make(RULE.model_copy(update={"test": test}))
+    # min_increase, the statistic drifts down all the same. Both tests judge one stream, a
+    # rule each: the verdicts are counted once.
+    rules = [RULE.model_copy(update={"name": test, "test": test}) for test in TESTS]
+    clock = Clock()
+    t = create_telemetry()
+    engine = AlertEngine(rules, t, evaluation_interval_s=INTERVAL, clock=clock)
     stream = Stream(engine, clock, per_s=100)  # enough data that +0.02 is significant
     stream.run(900, 0.30)
     stream.run(1200, 0.32)
     assert stream.pages() == []
+    for test in TESTS:  # each rule judged the rise
+        rate = gauge(t, "defect_rate", service="shop", rule=test)
+        assert rate == pytest.approx(0.32, abs=0.005), test
 
 
 def test_baseline_does_not_learn_the_regression_and_resolves_when_it_ends() -> None:

@@ -13,9 +13,11 @@ pairs alone, at a share of 0.2, needs hours; a day of shadow measures it before 
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import statistics
+from typing import Any
 
 import pytest
 
@@ -105,18 +107,28 @@ def state_of(engine: AlertEngine) -> RegressionState:
 
 
 @pytest.fixture(scope="module")
-def shadowed_day() -> tuple[AlertEngine, Clock]:
-    """A day of revision "a" of record with "b" in shadow, no page."""
+def shadowed_day() -> tuple[AlertEngine, Clock, dict[str, Any]]:
+    """A day of revision "a" of record with "b" in shadow, no page; and the engine's state
+    at its end, for the tests that go on from it on their own."""
     clock = Clock()
     engine = engine_for(clock, "shadowed")
     assert run(engine, clock, -86_400.0, 0.0) == []
+    return engine, clock, json.loads(json.dumps(engine.snapshot()))  # as the state file holds it
+
+
+@pytest.fixture(scope="module")
+def shadowed_hours() -> tuple[AlertEngine, Clock]:
+    """Seven hours of revision "a" of record with "b" in shadow."""
+    clock = Clock()
+    engine = engine_for(clock, "shadowed_hours")
+    run(engine, clock, -7 * 3600.0, 0.0)
     return engine, clock
 
 
-def test_shadow_verdicts_are_measured_and_never_counted_as_the_services() -> None:
-    clock = Clock()
-    engine = engine_for(clock, "apart")
-    run(engine, clock, -7 * 3600.0, 0.0)
+def test_shadow_verdicts_are_measured_and_never_counted_as_the_services(
+    shadowed_hours: tuple[AlertEngine, Clock],
+) -> None:
+    engine, clock = shadowed_hours
     state = state_of(engine)
     assert state.shadow is not None and state.shadow.revision == "b"
     n, total, _ = state.shadow.paired
@@ -139,9 +151,9 @@ def test_shadow_verdicts_are_measured_and_never_counted_as_the_services() -> Non
 
 
 def test_a_switch_after_a_day_of_shadow_never_pages_by_itself(
-    shadowed_day: tuple[AlertEngine, Clock],
+    shadowed_day: tuple[AlertEngine, Clock, dict[str, Any]],
 ) -> None:
-    engine, clock = shadowed_day
+    engine, clock, _ = shadowed_day
     assert run(engine, clock, 0.0, 4 * 3600.0) == []
     state = state_of(engine)
     assert state.changeover is None, "the offset measured in shadow was not kept"
@@ -149,9 +161,9 @@ def test_a_switch_after_a_day_of_shadow_never_pages_by_itself(
     assert state.expected.mean == pytest.approx(NEW, abs=0.01)
 
 
-def test_a_doubling_a_quarter_hour_after_a_switch_with_a_day_of_shadow_pages_near_the_limit() -> (
-    None
-):
+def test_a_doubling_a_quarter_hour_after_a_switch_with_a_day_of_shadow_pages_near_the_limit(
+    shadowed_day: tuple[AlertEngine, Clock, dict[str, Any]],
+) -> None:
     """Judged against the new revision's healthy level translated from the old one's by the
     offset measured in shadow (never an interim level), at a median within 2.5x the
     information limit over three streams. The offset measured on a day of pairs at a share
@@ -160,10 +172,16 @@ def test_a_doubling_a_quarter_hour_after_a_switch_with_a_day_of_shadow_pages_nea
     page at a median of 1.46x."""
     rise_s = 900.0
     took = []
+    _, day_clock, day = shadowed_day
     for seed in range(3):
         clock = Clock()
-        engine = engine_for(clock, f"shadowed_rise_{seed}")
-        run(engine, clock, -86_400.0, 0.0, seed=seed)
+        if seed == 0:  # the fixture's day is this stream's: its state, restored
+            engine = engine_for(clock, "shadowed")
+            engine.restore(day)
+            clock.now = day_clock.now
+        else:
+            engine = engine_for(clock, f"shadowed_rise_{seed}")
+            run(engine, clock, -86_400.0, 0.0, seed=seed)
         switch_at = clock.now
         sent = run(engine, clock, 0.0, rise_s + 10 * LIMIT_S, rise_from_s=rise_s, seed=seed)
         assert sent, f"stream {seed}: the doubling after the switch did not page"
@@ -200,14 +218,14 @@ def test_a_doubling_in_the_first_hour_of_a_change_without_shadow_pages_on_the_in
     assert statistics.median(took) <= 3.0, f"paged at {sorted(took)} x the information limit"
 
 
-def test_a_shadow_under_way_survives_the_state_file() -> None:
-    clock = Clock()
-    engine = engine_for(clock, "saved_shadow")
-    run(engine, clock, -7 * 3600.0, 0.0)
+def test_a_shadow_under_way_survives_the_state_file(
+    shadowed_hours: tuple[AlertEngine, Clock],
+) -> None:
+    engine, clock = shadowed_hours
     shadow = state_of(engine).shadow
     assert shadow is not None
     saved = engine.snapshot()
-    again = engine_for(clock, "saved_shadow")
+    again = engine_for(clock, "shadowed_hours")
     again.restore(saved)
     assert state_of(again).shadow == shadow
     assert again.snapshot() == saved

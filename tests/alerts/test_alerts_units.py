@@ -7,6 +7,7 @@ The engine reads an injected clock; verdict streams are deterministic.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Callable
@@ -100,6 +101,16 @@ class Traffic:
                 if alert.status == "firing" and alert.rule == RULE.name:
                     self.pages.append((self.clock.now, dict(alert.annotations)))
 
+    def restarted(self) -> Traffic:
+        """Another service's traffic that goes on from this one's state as it is now (its
+        engine restored from the state file's contents): two streams that share a start,
+        the start replayed once."""
+        other = Traffic(self.per_s)
+        other.engine.restore(json.loads(json.dumps(self.engine.snapshot())))
+        other.clock.now, other.n = self.clock.now, self.n
+        other.pages = list(self.pages)
+        return other
+
     def _emit(self, record: RagRecord, defect: bool) -> None:
         self.engine.emit(
             [Evaluated(record, {"local_groundedness": verdict("local_groundedness", not defect)})]
@@ -145,12 +156,11 @@ def test_a_burst_of_one_failing_request_does_not_page_but_as_many_distinct_ones_
     regression."""
     burst = Traffic(per_s=1)
     burst.run(2 * 3600, 0.2)
+    distinct = burst.restarted()
     burst.run(600, 0.2, burst=("Is my kettle covered by the warranty?", True, 3))
     burst.run(1800, 0.2)
     assert burst.pages == []
 
-    distinct = Traffic(per_s=1)
-    distinct.run(2 * 3600, 0.2)
     distinct.run(600, 0.2 + 0.8 * 3 / 7)  # as many failing verdicts, each its own request
     assert distinct.pages
 
@@ -161,13 +171,12 @@ def test_a_burst_of_one_request_each_with_a_fresh_session_id_does_not_page() -> 
     of evidence, as without ids; the service's own conversations are judged as before."""
     burst = Traffic(per_s=1)
     burst.run(2 * 3600, 0.2, conversation="c-{n}")
+    distinct = burst.restarted()
     kettle = ("Is my kettle covered by the warranty?", True, 3)
     burst.run(600, 0.2, conversation="c-{n}", burst=kettle, burst_conversation="fresh-{n}")
     burst.run(1800, 0.2, conversation="c-{n}")
     assert burst.pages == []
 
-    distinct = Traffic(per_s=1)
-    distinct.run(2 * 3600, 0.2, conversation="c-{n}")
     distinct.run(600, 0.2 + 0.8 * 3 / 7, conversation="c-{n}")
     assert distinct.pages
 
