@@ -56,6 +56,8 @@ class FirstLevel:
     units: dict[int, list[float]] = field(default_factory=dict)
     # Cut short at a change: the units before it are the level.
     frozen: bool = False
+    # Once ready its units no longer change (`restore` starts over): asked for every verdict.
+    full: bool = False
 
     @property
     def count(self) -> float:
@@ -64,7 +66,10 @@ class FirstLevel:
     def ready(self) -> bool:
         """It holds `min_samples` verdicts in `MIN_UNITS` units, or what came before a
         change: it is a level, and full."""
-        return self.frozen or (self.count >= self.min_samples and len(self.units) >= MIN_UNITS)
+        if not self.full:
+            enough = self.count >= self.min_samples and len(self.units) >= MIN_UNITS
+            self.full = self.frozen or enough
+        return self.full
 
     def add(self, moments: Moments, now: float) -> None:
         """Verdicts that arrived at `now`, until the level is full; an arrival that crosses
@@ -147,7 +152,7 @@ class FirstLevel:
 
     def restore(self, raw: Any) -> None:
         """A saved level; None (a state file from before it was kept) starts none."""
-        self.start, self.units, self.frozen = None, {}, False
+        self.start, self.units, self.frozen, self.full = None, {}, False, False
         if raw is None:
             return
         if not isinstance(raw, dict) or not isinstance(raw.get("units"), list):
