@@ -48,7 +48,9 @@ class FlaggedRates:
         else:
             n, d = sum(s[0] for s in seen), sum(s[1] for s in seen)
         rate = d / n
-        return rate, rate * (1.0 - rate) / n
+        # As uncertain as a rate of all their clean verdicts: an hour's own few would
+        # widen the expectation's error past any rise while a flagged sender is new.
+        return rate, rate * (1.0 - rate) / sum(s[0] for s in seen)
 
 
 def flagged_rates(parts: Iterable[tuple[int, float, float]], by_hour: bool) -> FlaggedRates:
