@@ -16,6 +16,7 @@ import pytest
 from monitor.alerts import AlertEngine
 from monitor.alerts.rule import Origin
 from monitor.config import AlertBaseline, RegressionRule
+from monitor.evidence.senders import Senders
 from monitor.telemetry import create_telemetry
 from tests.alerts.honest_pods import count_honest
 
@@ -90,3 +91,43 @@ def test_a_forger_that_passed_for_days_then_stops_leaves_no_rise() -> None:
     firing = _run((0.7, 0.0, START, stop), None, stop + 6 * 3600)
     after = [(t - stop) / 60 for t in firing if t > stop]
     assert not after, f"paged {after[0]:.0f} min after it stopped"
+
+
+def _canary_minutes(senders: bool) -> float:
+    """Minutes from the rise of one pod of `PODS` (a canary, at three times `RATE` from
+    the start, so that it stands apart; twice that from the second day at 12:00) to its
+    page (inf: none in 3 h); `senders`: each pod its own sender, else none known."""
+    rng = np.random.default_rng(23)
+    now = START
+    engine = AlertEngine([RULE], create_telemetry(), clock=lambda: now, evaluation_interval_s=60.0)
+    rise = START + DAY_S + 12 * 3600
+    while now < rise + 3 * 3600:
+        for pod, n in enumerate(rng.multinomial(rng.poisson(PER_MIN), [1 / PODS] * PODS)):
+            rate = RATE if pod else 3 * RATE * (2 if now >= rise else 1)
+            fails = int(rng.binomial(n, rate))
+            sender = f"10.0.0.{pod}/pod-{pod}" if senders else None
+            engine.count(0, Origin("shop", sender=sender), [n - fails, fails], None, now)
+        now += STEP_S
+        if any(alert.status == "firing" for alert in engine.evaluate()):
+            assert now > rise, "a page before the canary's rise"
+            return (now - rise) / 60
+    return math.inf
+
+
+def test_a_flagged_canary_pods_rise_still_pages(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A canary pod that stands apart from the others (its rate three times theirs) is
+    flagged; its verdicts are still in the rate judged, expected at its own clean rate,
+    so its rise pages within 1.5 times the same verdicts from no known sender."""
+    flagged: set[str] = set()
+    screen = Senders.screen
+
+    def spied(self: Senders) -> None:
+        screen(self)
+        flagged.update(self.flagged)
+
+    monkeypatch.setattr(Senders, "screen", spied)
+    unscreened = _canary_minutes(senders=False)
+    screened = _canary_minutes(senders=True)
+    assert flagged == {"10.0.0.0/pod-0"}
+    assert unscreened < 60
+    assert screened <= 1.5 * unscreened
