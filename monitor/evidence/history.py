@@ -9,18 +9,23 @@ verdicts, those held out while a rise was judged, and the sums of closed convers
   `baseline.window` (a bucket mostly held out does not count towards that time, so a long
   rise keeps the level from before it), and over seven times that window; the higher of the
   two is the level, so a good spell is not a new normal overnight;
-- **season** (`season.py`, learned from all verdicts of the history, `profile.py`): what this
+- **season** (`season.py`, learned from the history's verdicts, `profile.py`): what this
   hour of the day and day of the week usually add; before the history holds one complete
   day, a seasonal rule compares with the highest of the level and the highest hour seen
   plus the steepest rise between two hours seen (`_unseasoned`);
 - **error**: the level's and the season's standard error, with verdicts of one
   conversation counted with their design effect (`rho`) and verdicts without one with
   their measured dispersion (`kappa`; both `dispersion.py`), plus the variance of a wander
-  about the season that lasts hours (`Profile.wander`). The verdicts of a sender that
-  stands apart from the others (`senders.py`) count in the level and are left out of
-  kappa's and the excess's inputs, so that one sender's forged hours do not blind the
-  rule: those of the buckets still screened as the screen flags them, those of older
-  buckets as they leave the screen (`sent`).
+  about the season that lasts hours (`Profile.wander`).
+
+The verdicts of a sender that stands apart from the others (`senders.py`) are left out of
+what all of these are learned from: the level's sums (so its error counts the screened
+verdicts only), the season's hours, kappa's and the excess's inputs, so that one sender's
+forged hours neither blind the rule nor teach it a good level; those of the buckets still
+screened as the screen flags them, those of older buckets as they leave the screen
+(`sent`). The rate judged still holds their verdicts: the expectation mixes the screened
+one with flagged senders' own clean rate at their share of the verdicts sent now
+(`flagged.py`).
 
 `last_week(t)` and `pinned(t, level)` are the references a user may name instead
 (`baseline.reference`).

@@ -31,8 +31,8 @@ the screened verdicts (the service is what most of it sends). `flag_bar(k)` is
 the larger of `FLAG_RATIO` (six buckets and more) and the bar the mean of `k` honest `z^2`
 passes with probability `FIRST_BUCKETS_P` (fewer), so a new key is judged
 from its first bucket rather than after hours of forging. A flagged sender's verdicts still
-count in the rate; they are left out of kappa's, the excess's and the season's inputs
-(`History`). A sender that stays under the flag moves kappa by at most about its share
+count in the rate judged; they are left out of the level's, the season's, kappa's and the
+excess's inputs, and expected at their own rate while they send (`History`, `flagged.py`). A sender that stays under the flag moves kappa by at most about its share
 times `FLAG_RATIO` times the honest senders' index.
 
 The assumptions: one service's senders write under few sender keys at a time (the screen
