@@ -35,10 +35,10 @@ FORGER = "6.6.6.6/forged"
 def _run(
     forger: tuple[float, float, float, float] | None, rise: float | None, until: float
 ) -> list[float]:
-    """The times of every evaluation at which an alert fires: honest pods at `RATE` from
-    `START` (doubled from `rise`); `forger`: (share of the honest volume, its failing rate,
-    from, until) sends from `FORGER` in the hour 03:00 only when its rate is 1, else in
-    every hour."""
+    """The times of every evaluation at which an alert fires, up to `until` or the first
+    after `rise`: honest pods at `RATE` from `START` (doubled from `rise`); `forger`: (share
+    of the honest volume, its failing rate, from, until) sends from `FORGER` in the hour
+    03:00 only when its rate is 1, else in every hour."""
     honest_rng, forger_rng = np.random.default_rng(21), np.random.default_rng(22)
     now = START
     engine = AlertEngine([RULE], create_telemetry(), clock=lambda: now, evaluation_interval_s=60.0)
@@ -56,6 +56,8 @@ def _run(
         now += STEP_S
         if any(alert.status == "firing" for alert in engine.evaluate()):
             firing.append(now)
+            if rise is not None and now > rise:
+                break
     return firing
 
 
