@@ -97,6 +97,8 @@ class Senders:
         key = REST if sender is None else sender[:MAX_KEY_CHARS]
         if key in self.flagged:
             return True
+        if not self._flagged_addresses:
+            return False
         address = address_of(key)
         return address is not None and address in self._flagged_addresses
 
