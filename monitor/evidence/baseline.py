@@ -43,7 +43,9 @@ class Baseline:
         self.terms = terms
         self._say = say
         self._hold_s = terms.baseline_s + terms.window_s  # how long anything is held
-        self.history = History(terms.baseline_s, terms.season, terms.steps, terms.budget_s)
+        self.history = History(
+            terms.baseline_s, terms.season, terms.steps, terms.budget_s, terms.window_s
+        )
         # What went into the history as a rise while evidence built: bucket -> (all, solo).
         self.held: dict[int, tuple[Moments, Moments]] = {}
         # A pinned reference once learned: (start, end, its level).

@@ -27,6 +27,7 @@ from monitor.evidence.window import saved_number
 # _M3 came last: a bucket saved before it restores with 0 there.
 _N, _D, _Q, _RN, _RD, _RQ, _SN, _SD, _UN, _M2, _DD, _ND, _M3 = range(13)
 FIELDS = 13
+_NONE = (0.0, 0.0, 0.0)
 
 
 def _cubes(rows: array[float], row: int) -> float:
@@ -56,6 +57,9 @@ class Buckets:
         self._structure = 0
         # Verdicts that arrived within [since, until) count as requests (`as_requests`).
         self.requests: tuple[float, float] | None = None
+        # bucket -> flagged senders' clean verdicts there (verdicts, defects, those without
+        # a conversation), left out of the level's sums (`history.History` keeps it).
+        self.screened_clean: dict[int, tuple[float, float, float]] = {}
 
     # -- writing --------------------------------------------------------------------------
 
@@ -232,11 +236,11 @@ class Buckets:
     def _clean_rates(self, min_samples: int) -> list[tuple[int, float]]:
         """(index, clean defect rate) of the buckets holding `min_samples` clean verdicts
         or more, oldest first."""
-        rows = self._rows
+        rows, less = self._rows, self.screened_clean
         return [
-            (index, rows[row + _D] / n)
+            (index, (rows[row + _D] - less.get(index, _NONE)[1]) / n)
             for index, row in self._buckets()
-            if (n := rows[row + _N]) >= min_samples
+            if (n := rows[row + _N] - less.get(index, _NONE)[0]) >= min_samples
         ]
 
     def _sums(
@@ -249,9 +253,9 @@ class Buckets:
         seasonal: bool = True,
     ) -> tuple[Sums, float]:
         """The clean sums of buckets `first`, `first - 1`, ... down to (not including)
-        `stop` or until `span_s` is covered, deseasonalised (`seasonal`); and the time
-        covered."""
-        rows, index_of, span = self._rows, self._index, self.span
+        `stop` or until `span_s` is covered, deseasonalised (`seasonal`), flagged senders'
+        verdicts left out (`screened_clean`); and the time covered."""
+        rows, index_of, span, less = self._rows, self._index, self.span, self.screened_clean
         out = Sums()
         covered = 0.0
         index = first
@@ -269,13 +273,17 @@ class Buckets:
                 out.held = True  # held out: the baseline's clock stands still
             else:
                 covered += self.width_s
-                if clean > 0:
+                fn, fd, fsn = less.get(index, _NONE)
+                if (n := clean - fn) > 0:
                     s = profile.offset(index, self.origin)[0] if seasonal else 0.0
-                    cd = rows[row + _D]
-                    out.n += clean
-                    out.d += cd - clean * s
-                    out.q += rows[row + _Q] - 2 * s * cd + clean * s * s
-                    out.solo += rows[row + _SN]
+                    cd, q = rows[row + _D], rows[row + _Q]
+                    # Their squares as the bucket's per defect (the same for pass and fail).
+                    q = max(0.0, q - fd * q / cd) if fd > 0 else q
+                    cd = max(0.0, cd - fd)
+                    out.n += n
+                    out.d += cd - n * s
+                    out.q += q - 2 * s * cd + n * s * s
+                    out.solo += max(0.0, rows[row + _SN] - fsn)
                     out.conv_n += rows[row + _UN]
                     out.m2 += rows[row + _M2]
             index -= 1

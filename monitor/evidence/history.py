@@ -9,18 +9,23 @@ verdicts, those held out while a rise was judged, and the sums of closed convers
   `baseline.window` (a bucket mostly held out does not count towards that time, so a long
   rise keeps the level from before it), and over seven times that window; the higher of the
   two is the level, so a good spell is not a new normal overnight;
-- **season** (`season.py`, learned from all verdicts of the history, `profile.py`): what this
+- **season** (`season.py`, learned from the history's verdicts, `profile.py`): what this
   hour of the day and day of the week usually add; before the history holds one complete
   day, a seasonal rule compares with the highest of the level and the highest hour seen
   plus the steepest rise between two hours seen (`_unseasoned`);
 - **error**: the level's and the season's standard error, with verdicts of one
   conversation counted with their design effect (`rho`) and verdicts without one with
   their measured dispersion (`kappa`; both `dispersion.py`), plus the variance of a wander
-  about the season that lasts hours (`Profile.wander`). The verdicts of a sender that
-  stands apart from the others (`senders.py`) count in the level and are left out of
-  kappa's and the excess's inputs, so that one sender's forged hours do not blind the
-  rule: those of the buckets still screened as the screen flags them, those of older
-  buckets as they leave the screen (`sent`).
+  about the season that lasts hours (`Profile.wander`).
+
+The verdicts of a sender that stands apart from the others (`senders.py`) are left out of
+what all of these are learned from: the level's sums (so its error counts the screened
+verdicts only), the season's hours, kappa's and the excess's inputs, so that one sender's
+forged hours neither blind the rule nor teach it a good level; those of the buckets still
+screened as the screen flags them, those of older buckets as they leave the screen
+(`sent`). The rate judged still holds their verdicts: the expectation mixes the screened
+one with flagged senders' own clean rate at their share of the verdicts sent now
+(`flagged.py`).
 
 `last_week(t)` and `pinned(t, level)` are the references a user may name instead
 (`baseline.reference`).
@@ -35,6 +40,7 @@ from typing import Any
 
 from monitor.evidence.buckets import Buckets
 from monitor.evidence.counts import Moments
+from monitor.evidence.flagged import FlaggedRates, Sent, flagged_rates, mixed
 from monitor.evidence.level import Level, Profile, Sums
 from monitor.evidence.profile import BucketSums, measure_profile
 from monitor.evidence.season import Season
@@ -98,7 +104,9 @@ class History(Buckets):
     """The buckets of one (rule, service) (see the module docstring), and what they show;
     `season` says which cycle the baseline learns."""
 
-    def __init__(self, baseline_s: float, season: Season, steps: int, budget_s: float) -> None:
+    def __init__(
+        self, baseline_s: float, season: Season, steps: int, budget_s: float, window_s: float = 600
+    ) -> None:
         width_s = baseline_s / PLAIN_BUCKETS if season == "none" else HOUR_S
         super().__init__(
             season, width_s, math.ceil(history_span_s(baseline_s, season) / width_s) + 1
@@ -116,12 +124,16 @@ class History(Buckets):
         # bucket -> what flagged senders sent there, as the history holds it (verdicts, their
         # defects, those without a conversation, their defects): buckets past the screen.
         self._screened: dict[int, tuple[float, float, float, float]] = {}
+        # Flagged senders' share of the verdicts sent now, and their rates.
+        self._sent = Sent(window_s)
+        self._flagged = FlaggedRates()
 
     def sent(self, t: float, sender: str | None, moments: Moments, *, solo: bool) -> None:
         """Verdicts of `sender` that arrived at `t` (`solo`: without a conversation), for
         the screen; a bucket leaving it keeps what its flagged senders sent."""
         if moments.samples <= 0:
             return
+        self._sent.add(t, moments.samples, self._senders.flags_sent(sender))
         retired = self._senders.add(
             self.bucket(t), sender, moments.samples, moments.defects, moments.squares, solo
         )
@@ -142,6 +154,18 @@ class History(Buckets):
         newest buckets' verdicts are still in the current window)."""
         clean, held = self.counts(index)
         return min(1.0, (clean + held) / flagged[4]) if flagged[4] > 0 else 0.0
+
+    def _screen_newest(self) -> None:
+        """The newest bucket's flagged senders' clean verdicts as the screen holds them
+        now (the older buckets' are as of the bucket's start, `_compute_profile`)."""
+        flagged = self._senders.flagged_at(self.newest)
+        if flagged is None or flagged[0] <= 0:
+            self.screened_clean.pop(self.newest, None)
+            return
+        clean, held = self.counts(self.newest)
+        part = self._share(self.newest, flagged) * clean / (clean + held) if clean > 0 else 0.0
+        n, d, sn, _, _ = flagged
+        self.screened_clean[self.newest] = (min(clean, n * part), d * part, sn * part)
 
     def complete_days(self) -> int:
         return len(self._profile().days)
@@ -167,14 +191,20 @@ class History(Buckets):
         return self._expected(t, level, profile)
 
     def _expected(
-        self, t: float, level: Level, profile: Profile, *, seasonal: bool = True
+        self, t: float, level: Level, profile: Profile, *, seasonal: bool = True, mix: bool = True
     ) -> Expectation:
-        """`level` plus the season's offset at `t` (`seasonal`), with its error."""
-        offset, offset_var = profile.offset(self.bucket(t), self.origin) if seasonal else (0, 0)
+        """`level` plus the season's offset at `t` (`seasonal`), with its error; mixed
+        with flagged senders' rate at their share of the verdicts sent now (`mix`,
+        `flagged.py`)."""
+        index = self.bucket(t)
+        offset, offset_var = profile.offset(index, self.origin) if seasonal else (0, 0)
         mean = min(1.0, max(0.0, level.mean + offset))
         variance = self._variance(mean, level.variance)
         units = level.error_units * profile.excess
         se2 = variance * (units / (level.samples * level.samples)) + offset_var + profile.wander
+        if mix:
+            mean, se2 = mixed(mean, se2, self._sent.share(t), self._flagged.rate(index))
+            variance = self._variance(mean, level.variance)
         design = max(1.0, units / level.samples)
         return Expectation(
             mean,
@@ -211,7 +241,7 @@ class History(Buckets):
         what a rise in its first hours is judged against, never learned into. Its verdicts'
         design effect is what the test tempers those without a conversation by, where the
         history has not measured more (its kappa is a prior yet)."""
-        expected = self._expected(t, level, self._profile(), seasonal=False)
+        expected = self._expected(t, level, self._profile(), seasonal=False, mix=False)
         return replace(expected, kappa=max(expected.kappa, level.error_units / level.samples))
 
     def last_week(self, t: float) -> Expectation | None:
@@ -253,6 +283,7 @@ class History(Buckets):
         time. The buckets before the newest are summed once per bucket (`_profile`); the
         newest, still filling, is added here."""
         older_full, older_rest = self._older[which]
+        self._screen_newest()
         newest = self._sums(self.newest, self.newest - 1, self.width_s, profile)[0]
         if newest.held:
             total = older_full
@@ -287,6 +318,14 @@ class History(Buckets):
         buckets = [
             _less(b, screened[b.index]) if b.index in screened else b for b in self._bucket_sums()
         ]
+        self.screened_clean = {
+            b.index: (b.screened_n, b.screened_d, b.screened_sn)
+            for b in buckets
+            if b.screened_n > 0
+        }
+        self._flagged = flagged_rates(
+            ((i, n, d) for i, (n, d, _) in self.screened_clean.items()), self.season != "none"
+        )
         return measure_profile(
             buckets, self.season, self.steps, self.origin, self.newest, self._log_budget
         )
@@ -322,16 +361,19 @@ class History(Buckets):
 
 
 def _less(bucket: BucketSums, flagged: tuple[float, float, float, float]) -> BucketSums:
-    """`bucket` with what flagged senders sent there out of kappa's and the excess's
-    inputs (its clean verdicts and those without a conversation), in the share of the
-    bucket held clean."""
+    """`bucket` with what flagged senders sent there (`flagged`: verdicts, their defects,
+    those without a conversation, their defects) apart, in the shares of the bucket held
+    clean and held out: out of kappa's, the excess's and the season's inputs."""
     all_n = bucket.n + bucket.rn
     clean = bucket.n / all_n if all_n > 0 else 0.0
-    n, d, sn, sd = (v * clean for v in flagged)
+    n, d, sn, sd = flagged
     return replace(
         bucket,
-        solo_n=max(0.0, bucket.solo_n - sn),
-        solo_d=max(0.0, bucket.solo_d - sd),
-        screened_n=min(bucket.n, n),
-        screened_d=min(bucket.d, d),
+        solo_n=max(0.0, bucket.solo_n - sn * clean),
+        solo_d=max(0.0, bucket.solo_d - sd * clean),
+        screened_n=min(bucket.n, n * clean),
+        screened_d=min(bucket.d, d * clean),
+        screened_sn=min(bucket.solo_n, sn * clean),
+        screened_rn=min(bucket.rn, n * (1 - clean)),
+        screened_rd=min(bucket.rd, d * (1 - clean)),
     )

@@ -3,8 +3,9 @@
 (`rho`), the dispersion of verdicts without one (`kappa`), the clustering nobody declared
 (`excess`) — and, with those as its error, its season (`season.learn`), and a wander about
 the season that lasts hours (`wander`). Flagged senders' verdicts (`senders.py`) are left
-out of the excess's and the wander's inputs, the wander measured about a season learned
-from the same screened hours."""
+out of kappa's, the excess's, the season's and the wander's inputs: one sender's forged
+hours teach the rule neither its dispersion nor a bad or good hour of the day.
+"""
 
 from __future__ import annotations
 
@@ -22,9 +23,10 @@ class BucketSums:
     values `d`, of their squares `q`), those held out as a rise (`rn`, `rd`, `rq`), the
     clean ones without a conversation (`solo_n`, `solo_d`), the sums of the
     conversations that closed in it (their verdicts `conv_n`, sizes squared `m2`, defects
-    squared `dd`, verdicts times defects `nd`, sizes cubed `m3`), and the clean verdicts
-    of flagged senders (`screened_n`, `screened_d`; `senders.py`), out of the excess's
-    input."""
+    squared `dd`, verdicts times defects `nd`, sizes cubed `m3`), and the verdicts of
+    flagged senders (`senders.py`) among the clean ones (`screened_n`, `screened_d`, without a conversation `screened_sn`) and
+    the held ones (`screened_rn`, `screened_rd`), out of the excess's and the season's
+    inputs."""
 
     index: int
     n: float
@@ -42,6 +44,9 @@ class BucketSums:
     m3: float
     screened_n: float = 0.0
     screened_d: float = 0.0
+    screened_sn: float = 0.0
+    screened_rn: float = 0.0
+    screened_rd: float = 0.0
 
 
 def measure_profile(
@@ -94,30 +99,14 @@ def measure_profile(
     dispersion = solo_dispersion(clean, pooled_var, log_budget, raised=False)
     excess = max(1.0, dispersion / design)
     design *= excess
-    hours = [(b.index, n, (b.d + b.rd) / n) for b in buckets if (n := b.n + b.rn) > 0]
+    hours = [
+        (b.index, n, (b.d + b.rd - b.screened_d - b.screened_rd) / n)
+        for b in buckets
+        if (n := b.n + b.rn - b.screened_n - b.screened_rn) > 0
+    ]
     learned = learn(season, hours, origin, newest, pooled_var * design)
-    if any(b.screened_n > 0 for b in buckets):
-        wander = _screened_wander(clean, season, origin, newest, pooled_var * design)
-    else:
-        wander = wander_error(clean, learned.day, learned.days, origin, pooled_var * design)
+    wander = wander_error(clean, learned.day, learned.days, origin, pooled_var * design)
     return Profile(learned, kappa, rho, rho_bound, excess, wander)
-
-
-def _screened_wander(
-    clean: dict[int, tuple[float, float]],
-    season: Season,
-    origin: int,
-    newest: int,
-    hourly_var: float,
-) -> float:
-    """The wander of the screened clean hours (`clean`: flagged senders' verdicts left
-    out) about a season learned from those same hours, as kappa and the excess are. The
-    expectation's offsets stay learned from all verdicts, as the rate judged holds them
-    all; against those, a flagged sender's swing that the season learned would read as the
-    honest hours wandering, and blind the rule."""
-    screened = [(index, n, x) for index, (n, x) in clean.items()]
-    own = learn(season, screened, origin, newest, hourly_var)
-    return wander_error(clean, own.day, own.days, origin, hourly_var)
 
 
 def _variance(n: float, d: float, q: float, steps: int) -> float:

@@ -31,8 +31,8 @@ the screened verdicts (the service is what most of it sends). `flag_bar(k)` is
 the larger of `FLAG_RATIO` (six buckets and more) and the bar the mean of `k` honest `z^2`
 passes with probability `FIRST_BUCKETS_P` (fewer), so a new key is judged
 from its first bucket rather than after hours of forging. A flagged sender's verdicts still
-count in the rate; they are left out of kappa's, the excess's and the season's inputs
-(`History`). A sender that stays under the flag moves kappa by at most about its share
+count in the rate judged; they are left out of the level's, the season's, kappa's and the
+excess's inputs, and expected at their own rate while they send (`History`, `flagged.py`). A sender that stays under the flag moves kappa by at most about its share
 times `FLAG_RATIO` times the honest senders' index.
 
 The assumptions: one service's senders write under few sender keys at a time (the screen
@@ -84,10 +84,23 @@ class Senders:
         self._sums: dict[str, array[float]] = {}
         self._index = array("q", [-1] * SCREEN_BUCKETS)
         self.flagged: frozenset[str] = frozenset()
+        # The addresses the last `screen` flagged as a whole.
+        self._flagged_addresses: frozenset[str] = frozenset()
 
     def flags(self, sender: str) -> bool:
         """Whether the last `screen` flagged `sender` (its key as kept)."""
         return sender[:MAX_KEY_CHARS] in self.flagged
+
+    def flags_sent(self, sender: str | None) -> bool:
+        """Whether verdicts of `sender` arriving now are a flagged sender's: its key was
+        flagged, or its address as a whole was (a key new since the last `screen`)."""
+        key = REST if sender is None else sender[:MAX_KEY_CHARS]
+        if key in self.flagged:
+            return True
+        if not self._flagged_addresses:
+            return False
+        address = address_of(key)
+        return address is not None and address in self._flagged_addresses
 
     def add(
         self,
@@ -164,6 +177,11 @@ class Senders:
                 sd += sums[row + _SD]
         return n, d, sn, sd, total
 
+    def flagged_at(self, index: int) -> Flagged | None:
+        """What the flagged senders sent in bucket `index` (None: not screened)."""
+        slot = index % SCREEN_BUCKETS
+        return self._flagged_in(slot) if self.flagged and self._index[slot] == index else None
+
     def flagged_sums(self) -> Iterator[tuple[int, Flagged]]:
         """(bucket index, what the flagged senders sent there) of the buckets screened."""
         if not self.flagged:
@@ -182,7 +200,9 @@ class Senders:
             address: self._sums[keys[0]] if len(keys) == 1 else _total(self._sums, keys)
             for address, keys in by_address.items()
         }
-        flagged = {key for a in self._flag(grouped) for key in by_address[a]}
+        addresses = self._flag(grouped)
+        flagged = {key for a in addresses for key in by_address[a]}
+        self._flagged_addresses = frozenset(a for a in addresses if address_of(a) is not None)
         for keys in by_address.values():
             if len(keys) > 1 and keys[0] not in flagged:
                 flagged |= self._flag({key: self._sums[key] for key in keys})
