@@ -55,6 +55,16 @@ def test_a_fresh_rule_pages_a_rise_from_its_third_minute_against_the_healthy_rat
         assert run["expected"] == pytest.approx(0.10, abs=0.03)
 
 
+def test_a_rule_whose_window_holds_fewer_than_min_samples_pages_on_its_evidence() -> None:
+    """The compressed rule (a 30 s window, `min_samples` 100) at 2 verdicts a second: its
+    window never holds 100 verdicts, and the sequential test's evidence, which reaches past
+    the window, does: the x3 from the 3rd minute pages within minutes, against the healthy
+    rate."""
+    runs = recomputed("fresh: compressed rule at 2/s", 2)
+    assert runs[1]["minutes"] < 2
+    assert runs[1]["expected"] == pytest.approx(0.10, abs=0.03)
+
+
 def test_a_fresh_rule_on_a_healthy_clustered_stream_does_not_page() -> None:
     """Fresh starts on conversations of ICC 0.3 without ids (a design effect near 5), a
     daily cycle and traffic x10 at 1 a second: the first level's error and the test's

@@ -207,9 +207,13 @@ class Regression(ShadowHooks):
             p = p if ready else 1.0
             evidence = current
         else:
-            p = test.p_value() if ready else 1.0
             strongest = test.strongest()
             evidence = strongest if strongest.samples else current
+            # The test's evidence reaches past the window: a window that never holds
+            # min_samples (30 s at 1 a second) is no reason to stay blind to a rise whose
+            # evidence holds them.
+            ready = enough and max(current.samples, evidence.samples) >= cfg.min_samples
+            p = test.p_value() if ready else 1.0
             if strongest.samples:
                 figures["distinct"] = test.strongest_distinct()
             # A page whose own evidence rose less than half of min_increase contradicts
