@@ -29,7 +29,8 @@ from monitor.evidence import (
 class Judging:
     """How the rule judges its window: the sequential test (`sequential`) with the units
     waiting for its next batch and its bets against the last expectation, or the window
-    test, which follows only since when the window leans up (`leaning_since`)."""
+    test, which follows only since when the window leans up (`leaning_since`; the
+    sequential test follows it too while a fresh rule's first verdicts are its level)."""
 
     sequential: SequentialTest | None
     batch: Batch
