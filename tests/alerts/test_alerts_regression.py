@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from monitor.alerts import AlertEngine
+from monitor.alerts.kinds.regression import BATCH
+from monitor.alerts.rule import Origin
 from monitor.alerts.state import FORMAT, VERSION, StateFile
 from monitor.component import Alert, Evaluated
 from monitor.config import (
@@ -73,6 +75,28 @@ class Stream:
         return [a for a in self.sent if a.status == "firing"]
 
 
+class Counts(Stream):
+    """The stream of `Stream`, its verdicts counted `BATCH` at a time (no records): for
+    tests of a rule's statistic on many verdicts."""
+
+    def run(self, seconds: float, rate: float, service: str = "shop") -> None:
+        origin = Origin(service)
+        for _ in range(int(seconds / INTERVAL)):
+            left = int(self.per_s * INTERVAL)
+            while left:
+                n = min(BATCH, left)
+                # Defects where the running count of `rate * n` steps up, as `Stream`'s.
+                fails = math.floor((self.n + n) * rate) - math.floor(self.n * rate)
+                self.n += n
+                left -= n
+                for i in range(len(self.engine.rules)):
+                    self.engine.count(
+                        i, origin, [float(n - fails), float(fails)], None, self.clock.now
+                    )
+            self.clock.now += INTERVAL
+            self.sent.extend(self.engine.evaluate())
+
+
 def make(
     rule: AlertRule = RULE, state_path: Path | None = None, clock: Clock | None = None
 ) -> tuple[AlertEngine, Telemetry, Clock]:
@@ -125,11 +149,13 @@ def test_a_rise_below_half_of_min_increase_does_not_page() -> None:
     # 10-minute baseline would call +0.02 significant (z near 9); below half of
     # min_increase, the statistic drifts down all the same. Both tests judge one stream, a
     # rule each: the verdicts are counted once.
+    # The verdicts come as counts of the sequential test's batch (`BATCH`): what is judged
+    # is the rule's statistic, not how records are counted.
     rules = [RULE.model_copy(update={"name": test, "test": test}) for test in TESTS]
     clock = Clock()
     t = create_telemetry()
     engine = AlertEngine(rules, t, evaluation_interval_s=INTERVAL, clock=clock)
-    stream = Stream(engine, clock, per_s=100)  # enough data that +0.02 is significant
+    stream = Counts(engine, clock, per_s=100)  # enough data that +0.02 is significant
     stream.run(900, 0.30)
     stream.run(1200, 0.32)
     assert stream.pages() == []
