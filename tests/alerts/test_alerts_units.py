@@ -40,6 +40,8 @@ from tests.alerts.test_attribution import make as make_attributed
 pytestmark = pytest.mark.scorecard
 INTERVAL = 15.0
 MIN_INCREASE = 0.03
+PASSED = {"local_groundedness": verdict("local_groundedness", True)}
+FAILED = {"local_groundedness": verdict("local_groundedness", False)}
 
 
 def _record(n: int, *, query: str | None = None, conversation: str | None = None) -> RagRecord:
@@ -115,6 +117,14 @@ class Traffic:
         self.engine.emit(
             [Evaluated(record, {"local_groundedness": verdict("local_groundedness", not defect)})]
         )
+        self._judge_when_due()
+
+    def _count(self, origin: Origin, defect: bool) -> None:
+        """A verdict counted as `emit` counts a record's, from `origin` (no record built)."""
+        self.engine.count_results(origin, FAILED if defect else PASSED, self.clock.now)
+        self._judge_when_due()
+
+    def _judge_when_due(self) -> None:
         if self.engine.evaluation_due:
             self.pages.extend(
                 (self.clock.now, dict(a.annotations))
@@ -275,11 +285,14 @@ def _fallback(traffic: Traffic) -> float | None:
 
 
 def _steps(traffic: Traffic, seconds: float, rate: float, id_of: Callable[[int], str]) -> None:
+    """Distinct requests (a fingerprint each), each with the conversation id `id_of` its
+    number: what `emit` reads of such records (`Origin.of`), without building them."""
     for _ in range(int(seconds / INTERVAL)):
         for _ in range(int(traffic.per_s * INTERVAL)):
             defect = math.floor((traffic.n + 1) * rate) > math.floor(traffic.n * rate)
             traffic.n += 1
-            traffic._emit(_record(traffic.n, conversation=id_of(traffic.n)), defect)
+            origin = Origin("shop", conversation=id_of(traffic.n), fingerprint=f"{traffic.n:016x}")
+            traffic._count(origin, defect)
         traffic.clock.now += INTERVAL
         traffic.pages.extend(
             (traffic.clock.now, dict(a.annotations))
