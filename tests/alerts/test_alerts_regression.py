@@ -40,6 +40,8 @@ RULE = RegressionRule(
     test="window",  # the sequential test: tests/alerts/test_alerts_sequential.py
 )
 TESTS = ("window", "sequential")
+PASSED = {"local_groundedness": verdict("local_groundedness", passed=True)}
+FAILED = {"local_groundedness": verdict("local_groundedness", passed=False)}
 
 
 class Stream:
@@ -56,23 +58,26 @@ class Stream:
             for _ in range(int(self.per_s * INTERVAL)):
                 defect = math.floor((self.n + 1) * rate) > math.floor(self.n * rate)
                 self.n += 1
-                self.engine.emit(
-                    [
-                        Evaluated(
-                            record(service, self.n),
-                            {
-                                "local_groundedness": verdict(
-                                    "local_groundedness", passed=not defect
-                                )
-                            },
-                        )
-                    ]
-                )
+                self._verdict(service, defect)
             self.clock.now += INTERVAL
             self.sent.extend(self.engine.evaluate())
 
+    def _verdict(self, service: str, defect: bool) -> None:
+        results = {"local_groundedness": verdict("local_groundedness", passed=not defect)}
+        self.engine.emit([Evaluated(record(service, self.n), results)])
+
     def pages(self) -> list[Alert]:
         return [a for a in self.sent if a.status == "firing"]
+
+
+class Requests(Stream):
+    """The stream of `Stream`, each verdict counted as `emit` counts a distinct request's
+    (its service, a fingerprint of its own) without the record: for tests of the rule, not
+    of what a page says of where (`monitor.alerts.attribution` reads records)."""
+
+    def _verdict(self, service: str, defect: bool) -> None:
+        origin = Origin(service, fingerprint=f"{self.n:016x}")
+        self.engine.count_results(origin, FAILED if defect else PASSED, self.clock.now)
 
 
 class Counts(Stream):
@@ -111,7 +116,7 @@ def make(
 
 def test_steady_rate_stays_quiet_and_a_rise_pages_with_the_story() -> None:
     engine, t, clock = make()
-    stream = Stream(engine, clock)
+    stream = Requests(engine, clock)
     stream.run(1800, 0.40)  # a high but steady rate: the evaluator's bias, not a regression
     assert stream.pages() == []
     assert gauge(t, "defect_rate_baseline", service="shop", rule=RULE.name) == pytest.approx(
@@ -166,7 +171,7 @@ def test_a_rise_below_half_of_min_increase_does_not_page() -> None:
 
 def test_baseline_does_not_learn_the_regression_and_resolves_when_it_ends() -> None:
     engine, t, clock = make()
-    stream = Stream(engine, clock)
+    stream = Requests(engine, clock)
     stream.run(900, 0.20)
     stream.run(60, 0.50)
     assert engine.firing() == [(RULE.name, "shop")]
@@ -185,7 +190,7 @@ def test_a_rise_that_has_begun_does_not_teach_the_baseline_before_it_is_judged()
     its evidence stands: five minutes of it would otherwise make half of the 10-minute
     baseline and hide it."""
     engine, t, clock = make()
-    stream = Stream(engine, clock, per_s=2)
+    stream = Requests(engine, clock, per_s=2)
     stream.run(900, 0.20)
     for _ in range(60):  # five minutes of a rise to 0.30
         stream.run(INTERVAL, 0.30)
@@ -197,7 +202,7 @@ def test_a_rise_that_has_begun_does_not_teach_the_baseline_before_it_is_judged()
 
 def test_verdicts_seen_while_firing_never_reach_the_baseline() -> None:
     engine, t, clock = make()
-    stream = Stream(engine, clock)
+    stream = Requests(engine, clock)
     stream.run(900, 0.20)
     stream.run(600, 0.50)
     assert engine.firing() == [(RULE.name, "shop")]
@@ -210,7 +215,7 @@ def test_verdicts_seen_while_firing_never_reach_the_baseline() -> None:
 
 def test_services_have_their_own_baselines() -> None:
     engine, _, clock = make()
-    stream = Stream(engine, clock)
+    stream = Requests(engine, clock)
     for _ in range(12):
         stream.run(75, 0.10, service="a")
         stream.run(75, 0.60, service="b")
@@ -448,7 +453,7 @@ def test_every_copy_of_a_page_reports_the_evidence_it_fired_on() -> None:
     rates, p-value), never a later window's, which may hold fewer verdicts or none of the
     test's evidence."""
     engine, _, clock = make()
-    stream = Stream(engine, clock)
+    stream = Requests(engine, clock)
     stream.run(1800, 0.20)
     stream.run(60, 0.50)
     assert stream.pages(), "the rise pages"
