@@ -78,7 +78,7 @@ def seconds_to_page(
         defect = rng.random() < rate
         # Each verdict a distinct request's (a fingerprint of its own), counted as `emit`
         # counts a record's; no record is built (what the statistic reads is the same).
-        origin = Origin("shop", fingerprint=f"{n:016x}")
+        origin = Origin("shop", fingerprint=f"{n:016x}", context=False)
         engine.count_results(origin, FAILED if defect else PASSED, clock.now)
         if engine.evaluation_due:
             engine.evaluate()

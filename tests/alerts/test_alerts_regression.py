@@ -76,7 +76,7 @@ class Requests(Stream):
     of what a page says of where (`monitor.alerts.attribution` reads records)."""
 
     def _verdict(self, service: str, defect: bool) -> None:
-        origin = Origin(service, fingerprint=f"{self.n:016x}")
+        origin = Origin(service, fingerprint=f"{self.n:016x}", context=False)  # as `record`'s
         self.engine.count_results(origin, FAILED if defect else PASSED, self.clock.now)
 
 

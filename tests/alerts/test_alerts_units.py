@@ -81,13 +81,15 @@ class Traffic:
         """`seconds` of traffic at `rate`; with `burst` (a question, whether it fails, how
         many a second), that question sent over and over on top; `conversation` and
         `burst_conversation` name what id every request of the traffic and of the burst
-        carries (`{n}` in it: the request's number)."""
+        carries (`{n}` in it: the request's number). The traffic's requests are counted
+        from their `Origin` (distinct: a fingerprint each), the burst's from records (their
+        fingerprint is what is tested); the attribution sees the burst's records alone."""
         for _ in range(int(seconds / INTERVAL)):
             for _ in range(int(self.per_s * INTERVAL)):
                 defect = math.floor((self.n + 1) * rate) > math.floor(self.n * rate)
                 self.n += 1
                 conv = conversation.format(n=self.n) if conversation is not None else None
-                self._emit(_record(self.n, conversation=conv), defect)
+                self._count(Origin("shop", conversation=conv, fingerprint=f"{self.n:016x}"), defect)
             if burst is not None:
                 text, failing, per_s = burst
                 for _ in range(int(per_s * INTERVAL)):
@@ -207,13 +209,14 @@ def test_one_question_asked_over_and_over_with_verdicts_of_its_own_keeps_its_evi
     asking, are not one piece of evidence: their repeats are measured as unalike, and a
     doubling pages."""
     traffic = Traffic()
-    faq = [_record(k, query=f"faq {chr(ord('a') + k)}") for k in range(4)]
+    # What `emit` reads of each question's record (its fingerprint), read once.
+    faq = [Origin.of(_record(k, query=f"faq {chr(ord('a') + k)}")) for k in range(4)]
     for phase, rate in ((2 * 3600, 0.2), (900, 0.4)):
         for _ in range(int(phase / INTERVAL)):
             for _ in range(int(traffic.per_s * INTERVAL)):
                 defect = math.floor((traffic.n + 1) * rate) > math.floor(traffic.n * rate)
                 traffic.n += 1
-                traffic._emit(faq[traffic.n % 4], defect)
+                traffic._count(faq[traffic.n % 4], defect)
             traffic.clock.now += INTERVAL
             traffic.pages.extend(
                 (traffic.clock.now, dict(a.annotations))
