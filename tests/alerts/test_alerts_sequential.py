@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from monitor.alerts import AlertEngine
+from monitor.alerts.rule import Origin
 from monitor.component import Evaluated
 from monitor.config import AlertBaseline, RegressionRule
 from monitor.evidence.history import Expectation
@@ -24,7 +25,7 @@ from monitor.evidence.sequential import MARGIN_SCALE, SequentialTest, bets
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
-from tests.alerts.test_alerts import Clock, gauge, record
+from tests.alerts.test_alerts import Clock, gauge
 from tests.alerts.test_alerts_regression import INTERVAL, Requests, Stream, make
 
 RULE = RegressionRule(
@@ -265,7 +266,9 @@ def test_a_score_rule_pages_on_a_drift_the_verdicts_do_not_show() -> None:
             for _ in range(10):
                 n += 1
                 score = min(1.0, max(0.5, rng.gauss(centre, 0.05)))
-                engine.emit([Evaluated(record("shop", n), scored(score))])
+                # A distinct request's, as `emit` counts a record's (`Requests`).
+                origin = Origin("shop", fingerprint=f"{n:016x}", context=False)
+                engine.count_results(origin, scored(score), clock.now)
             clock.now += INTERVAL
             sent.extend(engine.evaluate())
     assert [(a.rule, a.status) for a in sent][:1] == [("scores", "firing")]
