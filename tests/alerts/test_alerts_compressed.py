@@ -34,13 +34,15 @@ import random
 from typing import Literal
 
 from monitor.alerts import AlertEngine
-from monitor.component import Evaluated
+from monitor.alerts.rule import Origin
 from monitor.config import AlertBaseline, AlertRule, RegressionRule
 from monitor.telemetry import create_telemetry
-from tests.alerts.test_alerts import Clock, record, verdict
+from tests.alerts.test_alerts import Clock, verdict
 
 INTERVAL = 15.0
 HEALTHY, RISEN, PER_S = 0.35, 0.46, 8.0
+PASSED = {"local_groundedness": verdict("local_groundedness", True)}
+FAILED = {"local_groundedness": verdict("local_groundedness", False)}
 
 
 def rule(test: Literal["window", "sequential"]) -> AlertRule:
@@ -74,14 +76,10 @@ def seconds_to_page(
         rate = HEALTHY if clock.now < start else RISEN
         n += 1
         defect = rng.random() < rate
-        engine.emit(
-            [
-                Evaluated(
-                    record("shop", n),
-                    {"local_groundedness": verdict("local_groundedness", not defect)},
-                )
-            ]
-        )
+        # Each verdict a distinct request's (a fingerprint of its own), counted as `emit`
+        # counts a record's; no record is built (what the statistic reads is the same).
+        origin = Origin("shop", fingerprint=f"{n:016x}", context=False)
+        engine.count_results(origin, FAILED if defect else PASSED, clock.now)
         if engine.evaluation_due:
             engine.evaluate()
         if engine.firing():

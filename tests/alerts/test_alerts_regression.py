@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from monitor.alerts import AlertEngine
+from monitor.alerts.kinds.regression import BATCH
+from monitor.alerts.rule import Origin
 from monitor.alerts.state import FORMAT, VERSION, StateFile
 from monitor.component import Alert, Evaluated
 from monitor.config import (
@@ -38,6 +40,8 @@ RULE = RegressionRule(
     test="window",  # the sequential test: tests/alerts/test_alerts_sequential.py
 )
 TESTS = ("window", "sequential")
+PASSED = {"local_groundedness": verdict("local_groundedness", passed=True)}
+FAILED = {"local_groundedness": verdict("local_groundedness", passed=False)}
 
 
 class Stream:
@@ -54,23 +58,48 @@ class Stream:
             for _ in range(int(self.per_s * INTERVAL)):
                 defect = math.floor((self.n + 1) * rate) > math.floor(self.n * rate)
                 self.n += 1
-                self.engine.emit(
-                    [
-                        Evaluated(
-                            record(service, self.n),
-                            {
-                                "local_groundedness": verdict(
-                                    "local_groundedness", passed=not defect
-                                )
-                            },
-                        )
-                    ]
-                )
+                self._verdict(service, defect)
             self.clock.now += INTERVAL
             self.sent.extend(self.engine.evaluate())
 
+    def _verdict(self, service: str, defect: bool) -> None:
+        results = {"local_groundedness": verdict("local_groundedness", passed=not defect)}
+        self.engine.emit([Evaluated(record(service, self.n), results)])
+
     def pages(self) -> list[Alert]:
         return [a for a in self.sent if a.status == "firing"]
+
+
+class Requests(Stream):
+    """The stream of `Stream`, each verdict counted as `emit` counts a distinct request's
+    (its service, a fingerprint of its own) without the record: for tests of the rule, not
+    of what a page says of where (`monitor.alerts.attribution` reads records)."""
+
+    def _verdict(self, service: str, defect: bool) -> None:
+        origin = Origin(service, fingerprint=f"{self.n:016x}", context=False)  # as `record`'s
+        self.engine.count_results(origin, FAILED if defect else PASSED, self.clock.now)
+
+
+class Counts(Stream):
+    """The stream of `Stream`, its verdicts counted `BATCH` at a time (no records): for
+    tests of a rule's statistic on many verdicts."""
+
+    def run(self, seconds: float, rate: float, service: str = "shop") -> None:
+        origin = Origin(service)
+        for _ in range(int(seconds / INTERVAL)):
+            left = int(self.per_s * INTERVAL)
+            while left:
+                n = min(BATCH, left)
+                # Defects where the running count of `rate * n` steps up, as `Stream`'s.
+                fails = math.floor((self.n + n) * rate) - math.floor(self.n * rate)
+                self.n += n
+                left -= n
+                for i in range(len(self.engine.rules)):
+                    self.engine.count(
+                        i, origin, [float(n - fails), float(fails)], None, self.clock.now
+                    )
+            self.clock.now += INTERVAL
+            self.sent.extend(self.engine.evaluate())
 
 
 def make(
@@ -87,7 +116,7 @@ def make(
 
 def test_steady_rate_stays_quiet_and_a_rise_pages_with_the_story() -> None:
     engine, t, clock = make()
-    stream = Stream(engine, clock)
+    stream = Requests(engine, clock)
     stream.run(1800, 0.40)  # a high but steady rate: the evaluator's bias, not a regression
     assert stream.pages() == []
     assert gauge(t, "defect_rate_baseline", service="shop", rule=RULE.name) == pytest.approx(
@@ -125,11 +154,13 @@ def test_a_rise_below_half_of_min_increase_does_not_page() -> None:
     # 10-minute baseline would call +0.02 significant (z near 9); below half of
     # min_increase, the statistic drifts down all the same. Both tests judge one stream, a
     # rule each: the verdicts are counted once.
+    # The verdicts come as counts of the sequential test's batch (`BATCH`): what is judged
+    # is the rule's statistic, not how records are counted.
     rules = [RULE.model_copy(update={"name": test, "test": test}) for test in TESTS]
     clock = Clock()
     t = create_telemetry()
     engine = AlertEngine(rules, t, evaluation_interval_s=INTERVAL, clock=clock)
-    stream = Stream(engine, clock, per_s=100)  # enough data that +0.02 is significant
+    stream = Counts(engine, clock, per_s=100)  # enough data that +0.02 is significant
     stream.run(900, 0.30)
     stream.run(1200, 0.32)
     assert stream.pages() == []
@@ -140,7 +171,7 @@ def test_a_rise_below_half_of_min_increase_does_not_page() -> None:
 
 def test_baseline_does_not_learn_the_regression_and_resolves_when_it_ends() -> None:
     engine, t, clock = make()
-    stream = Stream(engine, clock)
+    stream = Requests(engine, clock)
     stream.run(900, 0.20)
     stream.run(60, 0.50)
     assert engine.firing() == [(RULE.name, "shop")]
@@ -159,7 +190,7 @@ def test_a_rise_that_has_begun_does_not_teach_the_baseline_before_it_is_judged()
     its evidence stands: five minutes of it would otherwise make half of the 10-minute
     baseline and hide it."""
     engine, t, clock = make()
-    stream = Stream(engine, clock, per_s=2)
+    stream = Requests(engine, clock, per_s=2)
     stream.run(900, 0.20)
     for _ in range(60):  # five minutes of a rise to 0.30
         stream.run(INTERVAL, 0.30)
@@ -171,7 +202,7 @@ def test_a_rise_that_has_begun_does_not_teach_the_baseline_before_it_is_judged()
 
 def test_verdicts_seen_while_firing_never_reach_the_baseline() -> None:
     engine, t, clock = make()
-    stream = Stream(engine, clock)
+    stream = Requests(engine, clock)
     stream.run(900, 0.20)
     stream.run(600, 0.50)
     assert engine.firing() == [(RULE.name, "shop")]
@@ -184,7 +215,7 @@ def test_verdicts_seen_while_firing_never_reach_the_baseline() -> None:
 
 def test_services_have_their_own_baselines() -> None:
     engine, _, clock = make()
-    stream = Stream(engine, clock)
+    stream = Requests(engine, clock)
     for _ in range(12):
         stream.run(75, 0.10, service="a")
         stream.run(75, 0.60, service="b")
@@ -422,7 +453,7 @@ def test_every_copy_of_a_page_reports_the_evidence_it_fired_on() -> None:
     rates, p-value), never a later window's, which may hold fewer verdicts or none of the
     test's evidence."""
     engine, _, clock = make()
-    stream = Stream(engine, clock)
+    stream = Requests(engine, clock)
     stream.run(1800, 0.20)
     stream.run(60, 0.50)
     assert stream.pages(), "the rise pages"

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from monitor.alerts import AlertEngine
+from monitor.alerts.rule import Origin
 from monitor.component import Evaluated
 from monitor.config import AlertBaseline, RegressionRule
 from monitor.evidence.history import Expectation
@@ -24,8 +25,8 @@ from monitor.evidence.sequential import MARGIN_SCALE, SequentialTest, bets
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
-from tests.alerts.test_alerts import Clock, gauge, record
-from tests.alerts.test_alerts_regression import INTERVAL, Stream, make
+from tests.alerts.test_alerts import Clock, gauge
+from tests.alerts.test_alerts_regression import INTERVAL, Requests, Stream, make
 
 RULE = RegressionRule(
     name="hallucination_regression",
@@ -51,7 +52,7 @@ def test_the_default_regression_rule_is_sequential() -> None:
 def test_steady_rate_stays_quiet_and_a_doubling_pages_before_the_window_test() -> None:
     window_rule = RULE.model_copy(update={"name": "window", "test": "window"})
     engine = AlertEngine([RULE, window_rule], create_telemetry(), clock=(clock := Clock()))
-    stream = Stream(engine, clock, per_s=2)
+    stream = Requests(engine, clock, per_s=2)
     stream.run(2 * 3600, 0.30)  # two hours of a high but steady rate
     assert stream.pages() == []
     start = clock.now
@@ -86,7 +87,7 @@ def test_too_little_baseline_means_no_page() -> None:
 
 def test_a_page_holds_for_a_window_and_resolves_when_the_rise_ends() -> None:
     engine, _, clock = make(RULE)
-    stream = Stream(engine, clock, per_s=2)
+    stream = Requests(engine, clock, per_s=2)
     stream.run(3900, 0.20)
     stream.run(120, 0.60)
     assert engine.firing() == [(RULE.name, "shop")]
@@ -265,7 +266,9 @@ def test_a_score_rule_pages_on_a_drift_the_verdicts_do_not_show() -> None:
             for _ in range(10):
                 n += 1
                 score = min(1.0, max(0.5, rng.gauss(centre, 0.05)))
-                engine.emit([Evaluated(record("shop", n), scored(score))])
+                # A distinct request's, as `emit` counts a record's (`Requests`).
+                origin = Origin("shop", fingerprint=f"{n:016x}", context=False)
+                engine.count_results(origin, scored(score), clock.now)
             clock.now += INTERVAL
             sent.extend(engine.evaluate())
     assert [(a.rule, a.status) for a in sent][:1] == [("scores", "firing")]

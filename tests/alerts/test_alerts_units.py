@@ -40,6 +40,8 @@ from tests.alerts.test_attribution import make as make_attributed
 pytestmark = pytest.mark.scorecard
 INTERVAL = 15.0
 MIN_INCREASE = 0.03
+PASSED = {"local_groundedness": verdict("local_groundedness", True)}
+FAILED = {"local_groundedness": verdict("local_groundedness", False)}
 
 
 def _record(n: int, *, query: str | None = None, conversation: str | None = None) -> RagRecord:
@@ -79,13 +81,15 @@ class Traffic:
         """`seconds` of traffic at `rate`; with `burst` (a question, whether it fails, how
         many a second), that question sent over and over on top; `conversation` and
         `burst_conversation` name what id every request of the traffic and of the burst
-        carries (`{n}` in it: the request's number)."""
+        carries (`{n}` in it: the request's number). The traffic's requests are counted
+        from their `Origin` (distinct: a fingerprint each), the burst's from records (their
+        fingerprint is what is tested); the attribution sees the burst's records alone."""
         for _ in range(int(seconds / INTERVAL)):
             for _ in range(int(self.per_s * INTERVAL)):
                 defect = math.floor((self.n + 1) * rate) > math.floor(self.n * rate)
                 self.n += 1
                 conv = conversation.format(n=self.n) if conversation is not None else None
-                self._emit(_record(self.n, conversation=conv), defect)
+                self._count(Origin("shop", conversation=conv, fingerprint=f"{self.n:016x}"), defect)
             if burst is not None:
                 text, failing, per_s = burst
                 for _ in range(int(per_s * INTERVAL)):
@@ -115,6 +119,14 @@ class Traffic:
         self.engine.emit(
             [Evaluated(record, {"local_groundedness": verdict("local_groundedness", not defect)})]
         )
+        self._judge_when_due()
+
+    def _count(self, origin: Origin, defect: bool) -> None:
+        """A verdict counted as `emit` counts a record's, from `origin` (no record built)."""
+        self.engine.count_results(origin, FAILED if defect else PASSED, self.clock.now)
+        self._judge_when_due()
+
+    def _judge_when_due(self) -> None:
         if self.engine.evaluation_due:
             self.pages.extend(
                 (self.clock.now, dict(a.annotations))
@@ -197,13 +209,14 @@ def test_one_question_asked_over_and_over_with_verdicts_of_its_own_keeps_its_evi
     asking, are not one piece of evidence: their repeats are measured as unalike, and a
     doubling pages."""
     traffic = Traffic()
-    faq = [_record(k, query=f"faq {chr(ord('a') + k)}") for k in range(4)]
+    # What `emit` reads of each question's record (its fingerprint), read once.
+    faq = [Origin.of(_record(k, query=f"faq {chr(ord('a') + k)}")) for k in range(4)]
     for phase, rate in ((2 * 3600, 0.2), (900, 0.4)):
         for _ in range(int(phase / INTERVAL)):
             for _ in range(int(traffic.per_s * INTERVAL)):
                 defect = math.floor((traffic.n + 1) * rate) > math.floor(traffic.n * rate)
                 traffic.n += 1
-                traffic._emit(faq[traffic.n % 4], defect)
+                traffic._count(faq[traffic.n % 4], defect)
             traffic.clock.now += INTERVAL
             traffic.pages.extend(
                 (traffic.clock.now, dict(a.annotations))
@@ -275,11 +288,14 @@ def _fallback(traffic: Traffic) -> float | None:
 
 
 def _steps(traffic: Traffic, seconds: float, rate: float, id_of: Callable[[int], str]) -> None:
+    """Distinct requests (a fingerprint each), each with the conversation id `id_of` its
+    number: what `emit` reads of such records (`Origin.of`), without building them."""
     for _ in range(int(seconds / INTERVAL)):
         for _ in range(int(traffic.per_s * INTERVAL)):
             defect = math.floor((traffic.n + 1) * rate) > math.floor(traffic.n * rate)
             traffic.n += 1
-            traffic._emit(_record(traffic.n, conversation=id_of(traffic.n)), defect)
+            origin = Origin("shop", conversation=id_of(traffic.n), fingerprint=f"{traffic.n:016x}")
+            traffic._count(origin, defect)
         traffic.clock.now += INTERVAL
         traffic.pages.extend(
             (traffic.clock.now, dict(a.annotations))
