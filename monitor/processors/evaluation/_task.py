@@ -55,7 +55,8 @@ PRELOAD = ("monitor.processors.evaluation._preload",)
 
 @dataclass(frozen=True, slots=True)
 class Job:
-    """One sampled item's part of a batch: a trace's spans to extract (no `record`), or a
+    """One sampled item's part of a batch: a trace's spans to extract (no `record`), with
+    the delivery's `metadata` to merge into its records' (`SampledTrace.metadata`), or a
     record; the CPU scorers that sample it, and those of them whose previous revision
     scores it too."""
 
@@ -63,6 +64,7 @@ class Job:
     spans: Sequence[Span] = ()
     record: RagRecord | None = None
     previous: tuple[str, ...] = ()
+    metadata: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +183,8 @@ def run(
             if isinstance(extraction, TraceRecords):
                 if settings.topics:
                     extraction = _with_topics(extraction)
+                if job.metadata:  # here, not in the ingest process, which pays per record
+                    extraction = _with_metadata(extraction, job.metadata)
                 for record in extraction.records:
                     # Here rather than in the ingest process, which reads them for the alert
                     # rules: the record carries them there (`RagRecord.memo`).
@@ -235,6 +239,15 @@ def _with_topics(extraction: TraceRecords) -> TraceRecords:
         if topic:
             record = record.model_copy(update={"metadata": {**record.metadata, TOPIC: topic}})
         records.append(record)
+    return dataclasses.replace(extraction, records=records)
+
+
+def _with_metadata(extraction: TraceRecords, metadata: Mapping[str, str]) -> TraceRecords:
+    """The extraction with the delivery's `metadata` merged over each record's."""
+    records = [
+        record.model_copy(update={"metadata": {**record.metadata, **metadata}})
+        for record in extraction.records
+    ]
     return dataclasses.replace(extraction, records=records)
 
 
