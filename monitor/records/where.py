@@ -129,6 +129,11 @@ class Where:
             sender(record),
         )
 
+    def __reduce__(self) -> tuple[type[Where], tuple[object, ...]]:
+        # Built again, not set field by field: a dataclass with slots unpickles by looking
+        # its fields up each time, and a record's Where comes back with it from its worker.
+        return Where, (self.values, self.trace_id, self.unit, self.sender)
+
     @classmethod
     def from_line(
         cls,

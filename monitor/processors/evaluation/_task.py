@@ -93,8 +93,9 @@ class Outcome:
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The results cross as tuples of their fields, each with which revision gave it
-        # (True: a previous one): cheaper for the receiving process to unpickle than the
-        # dataclasses.
+        # (True: a previous one), and the records' extraction as its fields: cheaper for
+        # the receiving process to unpickle than the dataclasses (one with slots looks its
+        # fields up for each).
         rows = None
         if self.scored is not None:
             rows = [
@@ -105,13 +106,18 @@ class Outcome:
                 ]
                 for i in range(len(self.scored))
             ]
-        return _outcome, (self.extraction, rows)
+        extraction: TraceRecords | Unreadable | tuple[Any, ...] | None = self.extraction
+        if isinstance(extraction, TraceRecords):
+            extraction = (extraction.records, extraction.cut, extraction.refused, extraction.causes)
+        return _outcome, (extraction, rows)
 
 
 def _outcome(
-    extraction: TraceRecords | Unreadable | None,
+    extraction: TraceRecords | Unreadable | tuple[Any, ...] | None,
     rows: list[list[tuple[bool, tuple[Any, ...], float]]] | None,
 ) -> Outcome:
+    if isinstance(extraction, tuple):
+        extraction = TraceRecords(*extraction)
     if rows is None:
         return Outcome(extraction)
     scored: list[Scored] = []
