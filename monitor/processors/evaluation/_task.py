@@ -66,6 +66,11 @@ class Job:
     previous: tuple[str, ...] = ()
     metadata: Mapping[str, str] | None = None
 
+    def __reduce__(self) -> tuple[type[Job], tuple[Any, ...]]:
+        # Its fields, pickled in the ingest process for every sampled trace: a dataclass
+        # with slots pickles (and unpickles) by looking its fields up each time.
+        return Job, (self.scorers, self.spans, self.record, self.previous, self.metadata)
+
 
 @dataclass(frozen=True, slots=True)
 class Batch:
