@@ -82,8 +82,8 @@ class Where:
             where = cast(Where, known[1])
             who = sender(record)
             if where.sender != who:
-                # The ingest process merges the delivery's metadata (who sent it) into a
-                # record its worker extracted: the values stand, the sender is the new one.
+                # A copy with another sender (metadata merged in after the values were
+                # derived): the values stand, the sender is the new one.
                 where = cls(where.values, where.trace_id, where.unit, who)
                 memo.where = (basis, where)
         else:
