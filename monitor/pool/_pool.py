@@ -1,6 +1,5 @@
 """`ProcessPool`: pebble's process pool on the event loop, and the worker's side: its set-up,
-then each task, which crosses pebble's channel as bytes pickled at each end, as does its
-answer (`README.md`)."""
+then each task, pickled into bytes at each end of pebble's channel (`README.md`)."""
 
 from __future__ import annotations
 
@@ -153,10 +152,8 @@ class _ForkServerContext(mp.ForkServerContext):
 
 
 def _worker_context(processes: int, preload: Sequence[str]) -> mp.BaseContext:
-    """`spawn` for one worker, `forkserver` for several (`README.md`); no resource tracker."""
-    # Multiprocessing would start its resource tracker, an interpreter of its own, only to
-    # unlink pebble's two semaphores should this process be killed (`README.md`): it is
-    # told it runs, on a file that discards what it is sent. One running is left to run.
+    """`spawn` for one worker, `forkserver` for several; no resource tracker (`README.md`):
+    multiprocessing is told one runs, on a file that discards what it is sent."""
     tracker = cast(Any, resource_tracker._resource_tracker)
     if tracker._fd is None:
         tracker._fd = os.open(os.devnull, os.O_WRONLY)
@@ -193,7 +190,6 @@ class ProcessPool:
         preload: Sequence[str] = (),
     ) -> None:
         self.size, self.slots = processes, processes * DEPTH
-        self.in_flight = 0  # tasks submitted and not answered yet
         self._timeout = timeout_s
         self._context = _worker_context(processes, preload)
         self._notices = self._context.Pipe(duplex=False)  # the workers' `Ready`, `Taken`
@@ -217,6 +213,10 @@ class ProcessPool:
         self._restarts = telemetry.counter("worker_restarts")
         for reason in ("died", "hung"):
             self._restarts.labels(reason)
+
+    @property
+    def in_flight(self) -> int:  # tasks submitted and not answered yet
+        return len(self._in_flight)
 
     @property
     def pids(self) -> list[int]:
@@ -248,12 +248,7 @@ class ProcessPool:
         """`function(payload)` in a worker, once a slot is free. Raises `WorkerLost` or
         `TaskFailed`; cancelled, the worker still runs the task."""
         async with self._slots:
-            self.in_flight += 1
-            try:
-                task = Pickled((function, payload))
-                ok, value = await self._answer(task, timeout_s or self._timeout)
-            finally:
-                self.in_flight -= 1
+            ok, value = await self._answer(Pickled((function, payload)), timeout_s or self._timeout)
         if not ok:
             raise TaskFailed(cast(str, value))
         return cast(R, value)

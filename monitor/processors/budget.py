@@ -117,14 +117,15 @@ class BudgetGate:
         limits = (self._evaluations, self._tokens, self._cost, self._local)
         return [w for limit in limits if limit is not None for w in (limit.used, limit.base)]
 
-    def admit_local(self, boost: bool) -> bool:
-        """Take one local evaluation: always for the base sample (counted), for one that
-        only a boost sampled only while the local limit keeps room for the base sample."""
+    def admit_local(self, boost: bool, count: int = 1) -> bool:
+        """Take `count` local evaluations: always for the base sample (counted), for ones
+        that only a boost sampled only while the local limit keeps room for the base
+        sample."""
         if self._local is None:
             return True
         if boost and self._local.full(True, self._clock() - self._started):
             return False
-        self._local.add(1, boost)
+        self._local.add(count, boost)
         return True
 
     def admit(self, boost: bool = False) -> bool:

@@ -279,8 +279,15 @@ class Sampler:
             return set(trace_ids)
         if ceiling == _NOTHING:
             return set()
-        # hexlify(trace_id) == trace_id.hex().encode(), the key `may_sample` digests.
-        return {t for t in trace_ids if _digest_bytes(hexlify(t)) < ceiling}
+        # hexlify(trace_id) == trace_id.hex().encode(), the key `may_sample` digests; the
+        # hash inlined (`_digest_bytes`): this loop runs for every trace received.
+        kept = set()
+        for trace_id in trace_ids:
+            state = _PREPARED.copy()
+            state.update(hexlify(trace_id))
+            if state.digest() < ceiling:
+                kept.add(trace_id)
+        return kept
 
     def base_rate(self, service: str, route: str) -> float:
         for override in self._overrides:

@@ -82,8 +82,8 @@ class Where:
             where = cast(Where, known[1])
             who = sender(record)
             if where.sender != who:
-                # The ingest process merges the delivery's metadata (who sent it) into a
-                # record its worker extracted: the values stand, the sender is the new one.
+                # A copy with another sender (metadata merged in after the values were
+                # derived): the values stand, the sender is the new one.
                 where = cls(where.values, where.trace_id, where.unit, who)
                 memo.where = (basis, where)
         else:
@@ -128,6 +128,11 @@ class Where:
             record.conversation or record.trace_id or record.request_id,
             sender(record),
         )
+
+    def __reduce__(self) -> tuple[type[Where], tuple[object, ...]]:
+        # Built again, not set field by field: a dataclass with slots unpickles by looking
+        # its fields up each time, and a record's Where comes back with it from its worker.
+        return Where, (self.values, self.trace_id, self.unit, self.sender)
 
     @classmethod
     def from_line(

@@ -23,10 +23,10 @@ from monitor.records.where import Where
 from monitor.spans import decode_protobuf
 
 
-def _extracted() -> RagRecord:
+def _extracted(metadata: dict[str, str] | None = None) -> RagRecord:
     body, _ = build_payload(random.Random(3))
     spans = decode_protobuf(body, lazy=True).spans[:SPANS_PER_TRACE]
-    (outcome,) = run(Batch([Job((), spans=spans)]), {}, Settings(), [])
+    (outcome,) = run(Batch([Job((), spans=spans, metadata=metadata)]), {}, Settings(), [])
     outcome = pickle.loads(pickle.dumps(outcome, pickle.HIGHEST_PROTOCOL))  # as from a worker
     assert isinstance(outcome.extraction, TraceRecords)
     (record,) = outcome.extraction.records
@@ -59,8 +59,8 @@ def test_the_dimensions_come_with_the_extracted_record() -> None:
 def test_the_delivery_s_sender_keeps_the_carried_dimensions(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The ingest process merges the delivery's metadata (who sent it) into the record its
-    worker extracted: the carried values stand, with the new sender."""
+    """A copy of an extracted record with another sender (its delivery's metadata merged
+    in) keeps the carried values, with the new sender."""
     record = _extracted()
     assert record.memo.where is not None
     carried = record.memo.where[1]
@@ -73,6 +73,21 @@ def test_the_delivery_s_sender_keeps_the_carried_dimensions(
     monkeypatch.setattr(Where, "_of", classmethod(lambda cls, r: pytest.fail("derived again")))
     assert Where.of(delivered) == expected
     assert Where.of(record) == carried
+
+
+def test_the_task_merges_the_delivery_s_metadata_before_it_derives(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The delivery's metadata (who sent the trace) is merged into its records where they
+    are extracted, so the dimensions they carry name the sender: the ingest process copies
+    no record and derives nothing."""
+    record = _extracted({CLIENT_ADDRESS: "10.0.0.7"})
+    assert record.metadata[CLIENT_ADDRESS] == "10.0.0.7" == sender(record)
+    assert record.memo.where is not None
+    carried = record.memo.where[1]
+    assert isinstance(carried, Where) and carried.sender == "10.0.0.7"
+    monkeypatch.setattr(Where, "_of", classmethod(lambda cls, r: pytest.fail("derived again")))
+    assert Where.of(record) is carried
 
 
 def test_a_copy_with_other_texts_gets_its_own_fingerprint() -> None:

@@ -146,11 +146,11 @@ class BatchEvaluator:
         refused (only a boost sampled them, and the local limit keeps its room for the
         base sample)."""
         boosted = sampled.beyond_base if isinstance(sampled, Sampled) else frozenset()
-        return frozenset(
-            name
-            for name in self.first_cpu
-            if name in sampled and not self._budget.admit_local(name in boosted)
-        )
+        names = [name for name in self.first_cpu if name in sampled]
+        if not boosted:  # the base sample's: always taken, in one go (a record's every one)
+            self._budget.admit_local(False, len(names))
+            return frozenset()
+        return frozenset(name for name in names if not self._budget.admit_local(name in boosted))
 
     @property
     def cpu_only(self) -> bool:

@@ -7,7 +7,6 @@ byte bound is re-costed at its records' estimated size."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 
 from monitor.component import SampledRecord, SampledTrace
@@ -47,7 +46,8 @@ class BatchTasks:
             scorers = tuple(n for n in first_cpu if n in item.sampled and n not in refused[-1])
             previous = self._evaluators.previous_scorers(scorers, _sampling_key(item))
             if isinstance(item, SampledTrace):
-                sent.append(Job(scorers, spans=item.spans, previous=previous))
+                job = Job(scorers, spans=item.spans, previous=previous, metadata=item.metadata)
+                sent.append(job)
             elif scorers:
                 sent.append(Job(scorers, record=item.record, previous=previous))
         outcomes = iter(await self._runner.run(sent))
@@ -77,16 +77,7 @@ class BatchTasks:
     def _extracted(
         self, item: SampledTrace, extraction: TraceRecords | Unreadable
     ) -> list[RagRecord]:
-        """The trace's records, with its metadata merged in; its `on_extracted` told."""
-        if isinstance(extraction, TraceRecords) and item.metadata:
-            metadata = item.metadata
-            extraction = dataclasses.replace(
-                extraction,
-                records=[
-                    record.model_copy(update={"metadata": {**record.metadata, **metadata}})
-                    for record in extraction.records
-                ],
-            )
+        """The trace's records (the task merged its metadata in); its `on_extracted` told."""
         work = self._queue.in_work.get(id(item))
         if work is None or not work.told:  # a batch tried again tells it once
             if work is not None:

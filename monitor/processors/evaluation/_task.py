@@ -55,7 +55,8 @@ PRELOAD = ("monitor.processors.evaluation._preload",)
 
 @dataclass(frozen=True, slots=True)
 class Job:
-    """One sampled item's part of a batch: a trace's spans to extract (no `record`), or a
+    """One sampled item's part of a batch: a trace's spans to extract (no `record`), with
+    the delivery's `metadata` to merge into its records' (`SampledTrace.metadata`), or a
     record; the CPU scorers that sample it, and those of them whose previous revision
     scores it too."""
 
@@ -63,6 +64,12 @@ class Job:
     spans: Sequence[Span] = ()
     record: RagRecord | None = None
     previous: tuple[str, ...] = ()
+    metadata: Mapping[str, str] | None = None
+
+    def __reduce__(self) -> tuple[type[Job], tuple[Any, ...]]:
+        # Its fields, pickled in the ingest process for every sampled trace: a dataclass
+        # with slots pickles (and unpickles) by looking its fields up each time.
+        return Job, (self.scorers, self.spans, self.record, self.previous, self.metadata)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,8 +98,9 @@ class Outcome:
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The results cross as tuples of their fields, each with which revision gave it
-        # (True: a previous one): cheaper for the receiving process to unpickle than the
-        # dataclasses.
+        # (True: a previous one), and the records' extraction as its fields: cheaper for
+        # the receiving process to unpickle than the dataclasses (one with slots looks its
+        # fields up for each).
         rows = None
         if self.scored is not None:
             rows = [
@@ -103,13 +111,18 @@ class Outcome:
                 ]
                 for i in range(len(self.scored))
             ]
-        return _outcome, (self.extraction, rows)
+        extraction: TraceRecords | Unreadable | tuple[Any, ...] | None = self.extraction
+        if isinstance(extraction, TraceRecords):
+            extraction = (extraction.records, extraction.cut, extraction.refused, extraction.causes)
+        return _outcome, (extraction, rows)
 
 
 def _outcome(
-    extraction: TraceRecords | Unreadable | None,
+    extraction: TraceRecords | Unreadable | tuple[Any, ...] | None,
     rows: list[list[tuple[bool, tuple[Any, ...], float]]] | None,
 ) -> Outcome:
+    if isinstance(extraction, tuple):
+        extraction = TraceRecords(*extraction)
     if rows is None:
         return Outcome(extraction)
     scored: list[Scored] = []
@@ -181,6 +194,8 @@ def run(
             if isinstance(extraction, TraceRecords):
                 if settings.topics:
                     extraction = _with_topics(extraction)
+                if job.metadata:  # here, not in the ingest process, which pays per record
+                    extraction = _with_metadata(extraction, job.metadata)
                 for record in extraction.records:
                     # Here rather than in the ingest process, which reads them for the alert
                     # rules: the record carries them there (`RagRecord.memo`).
@@ -235,6 +250,15 @@ def _with_topics(extraction: TraceRecords) -> TraceRecords:
         if topic:
             record = record.model_copy(update={"metadata": {**record.metadata, TOPIC: topic}})
         records.append(record)
+    return dataclasses.replace(extraction, records=records)
+
+
+def _with_metadata(extraction: TraceRecords, metadata: Mapping[str, str]) -> TraceRecords:
+    """The extraction with the delivery's `metadata` merged over each record's."""
+    records = [
+        record.model_copy(update={"metadata": {**record.metadata, **metadata}})
+        for record in extraction.records
+    ]
     return dataclasses.replace(extraction, records=records)
 
 
