@@ -7,9 +7,9 @@ each process would spend most of a core waiting), and export through every expor
 results file, Prometheus, OTLP evaluation events (to a real HTTP endpoint) and alerts (a
 webhook, with a rule that fires on any failing verdict). Each case is three well-formed RAG
 traces or records plus one whose field, chosen among those the extraction reads, holds a
-hostile value: arbitrary Unicode with lone surrogates and control characters, text nested 40 to 100,000 deep (JSON, a Python
-literal, content parts, tool messages: deep enough to parse, to pass Python's recursion
-limit, and far beyond), or past every text limit of a record. The cases that broke earlier
+hostile value: arbitrary Unicode with lone surrogates and control characters, text nested
+40 to 100,000 deep (JSON, a Python literal, content parts, tool messages: deep enough to
+parse, to pass Python's recursion limit, and far beyond), or past every text limit of a record. The cases that broke earlier
 trees run every time; a longer hunt: `MONITOR_TESTS_FUZZ_EXAMPLES=200`. After each case:
 
 - both processes are alive and every good trace and record is in both results files;
