@@ -9,8 +9,9 @@ webhook, with a rule that fires on any failing verdict). Each case is three well
 traces or records plus one whose field, chosen among those the extraction reads, holds a
 hostile value: arbitrary Unicode with lone surrogates and control characters, text nested
 40 to 100,000 deep (JSON, a Python literal, content parts, tool messages: deep enough to
-parse, to pass Python's recursion limit, and far beyond), or past every text limit of a record. The cases that broke earlier
-trees run every time; a longer hunt: `MONITOR_TESTS_FUZZ_EXAMPLES=200`. After each case:
+parse, to pass Python's recursion limit, and far beyond), or past every text limit of a
+record. The cases that broke earlier trees run every time; a longer hunt:
+`MONITOR_TESTS_FUZZ_EXAMPLES=200`. After each case:
 
 - both processes are alive and every good trace and record is in both results files;
 - the hostile trace gives its record too (a hostile value costs its attribute: read as
