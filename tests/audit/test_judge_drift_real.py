@@ -91,11 +91,20 @@ class DriftingJudge:
 
 
 def _anchors(path: Path, per_label: int = PER_LABEL) -> Path:
-    """The first `per_label` faithful and hallucinated anchors of the shipped set."""
+    """`per_label` faithful and `per_label` hallucinated anchors of the shipped set, no two
+    on the same query and context. The shipped set pairs a faithful and a hallucinated
+    answer to each context. llama.cpp saves a slot's prompt to its prompt cache when the
+    next prompt shares less than half of it, and a prompt that extends a cached one takes
+    that entry out of the cache. Two anchors of a pair share most of their prompt, so each
+    would take its partner's entry and every check would evaluate both again; anchors of
+    distinct pairs share only the judge's instructions, and from the second check on each
+    prompt is found whole in the cache (the checks after the first cost the answers'
+    tokens only)."""
     text = resources.files("monitor.audit").joinpath("anchors.json").read_text("utf-8")
     shipped = json.loads(text)
     chosen = [a for a in shipped if a["label"] == "pass"][:per_label]
-    chosen += [a for a in shipped if a["label"] == "fail"][:per_label]
+    chosen += [a for a in shipped if a["label"] == "fail"][per_label : 2 * per_label]
+    assert len({a["query"] for a in chosen}) == len(chosen) == 2 * per_label
     path.write_text(json.dumps(chosen))
     return path
 

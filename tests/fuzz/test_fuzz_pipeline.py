@@ -2,14 +2,16 @@
 
 Two `rag-monitor run` processes (results written with and without the extracted text) take
 every generated case on OTLP/HTTP (JSON, which can carry lone surrogates) and on Kafka (a
-real noida-db broker), and export through every exporter: the results file, Prometheus, OTLP
-evaluation events (to a real HTTP endpoint) and alerts (a webhook, with a rule that fires on
-any failing verdict). Each case is three well-formed RAG traces or records plus one whose
-field, chosen among those the extraction reads, holds a hostile value: arbitrary Unicode with
-lone surrogates and control characters, text nested 40 to 100,000 deep (JSON, a Python
-literal, content parts, tool messages: deep enough to parse, to pass Python's recursion
-limit, and far beyond), or past every text limit of a record. The cases that broke earlier
-trees run every time; a longer hunt: `MONITOR_TESTS_FUZZ_EXAMPLES=200`. After each case:
+real tansu broker: a consumer of noida-db polls without pause while the topic is idle, so
+each process would spend most of a core waiting), and export through every exporter: the
+results file, Prometheus, OTLP evaluation events (to a real HTTP endpoint) and alerts (a
+webhook, with a rule that fires on any failing verdict). Each case is three well-formed RAG
+traces or records plus one whose field, chosen among those the extraction reads, holds a
+hostile value: arbitrary Unicode with lone surrogates and control characters, text nested
+40 to 100,000 deep (JSON, a Python literal, content parts, tool messages: deep enough to
+parse, to pass Python's recursion limit, and far beyond), or past every text limit of a
+record. The cases that broke earlier trees run every time; a longer hunt:
+`MONITOR_TESTS_FUZZ_EXAMPLES=200`. After each case:
 
 - both processes are alive and every good trace and record is in both results files;
 - the hostile trace gives its record too (a hostile value costs its attribute: read as
@@ -267,7 +269,7 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pipeline]:
     hook = Webhook()
     with contextlib.ExitStack() as stack:
         stack.callback(hook.close)
-        broker = stack.enter_context(running_broker("noida", tmp_path_factory.mktemp("noida")))
+        broker = stack.enter_context(running_broker("tansu", tmp_path_factory.mktemp("tansu")))
         topic = broker.create_topic(unique("fuzz"))
         group = unique("g")
         monitors = []

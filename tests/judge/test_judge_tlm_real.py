@@ -96,11 +96,11 @@ class Collect:
     async def shutdown(self, deadline_s: float) -> None: ...
 
 
-@pytest.mark.timeout(600)
 def _completed(stage: EvaluationStage, n: int) -> bool:
     return stage.completed >= n
 
 
+@pytest.mark.timeout(600)
 async def test_every_call_is_made_and_read_or_counted(model_server: str) -> None:
     config = Config.model_validate(
         {
