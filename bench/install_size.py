@@ -86,20 +86,31 @@ def _entries(folder: Path) -> list[Path]:
     return [Path(root, name) for root, dirs, files in os.walk(folder) for name in dirs + files]
 
 
+def _pycache(folder: Path, listed: dict[Path, list[str]]) -> list[str]:
+    """The names in `folder`'s `__pycache__`, listed once per folder (a glob per module
+    would read the folder again for each)."""
+    if folder not in listed:
+        cache = folder / "__pycache__"
+        listed[folder] = os.listdir(cache) if cache.is_dir() else []
+    return listed[folder]
+
+
 def _per_distribution(venv: Path) -> dict[str, int]:
     """Distribution → bytes on disk of the files its RECORD lists (with their bytecode)."""
     site = next(venv.glob("lib/python*/site-packages"))
     sizes: dict[str, int] = {}
+    pycache: dict[Path, list[str]] = {}
     for info in site.glob("*.dist-info"):
         record = info / "RECORD"
         name = info.name.removesuffix(".dist-info").rsplit("-", 1)[0]
         listed = [site / line.split(",")[0] for line in record.read_text().splitlines() if line]
         files = [p for p in listed if p.is_file()]
         cached = {
-            c
+            p.parent / "__pycache__" / name
             for p in files
             if p.suffix == ".py"
-            for c in p.parent.glob(f"__pycache__/{p.stem}.*.pyc")
+            for name in _pycache(p.parent, pycache)
+            if name.startswith(f"{p.stem}.") and name.endswith(".pyc")
         }
         sizes[name] = _disk_bytes(files + sorted(cached), set())
     return sizes
