@@ -116,18 +116,21 @@ def _per_distribution(venv: Path) -> dict[str, int]:
     return sizes
 
 
-def measure(name: str, source: Path, scratch: Path, with_pip: bool = True) -> Install:
+def measure(
+    name: str, source: Path, scratch: Path, with_pip: bool = True, bytecode: bool = True
+) -> Install:
     venv = scratch / f"venv-{name}"
     without = [] if with_pip else ["--without-pip"]
     subprocess.run([sys.executable, "-m", "venv", *without, str(venv)], check=True)
     target = str(source) if name == "default" else f"{source}[{name}]"
+    compile_ = ["--compile-bytecode"] if bytecode else []
     subprocess.run(
         [
             _uv(),
             "pip",
             "install",
             "--quiet",
-            "--compile-bytecode",
+            *compile_,
             "--python",
             str(venv / "bin" / "python"),
             "-c",
@@ -189,19 +192,30 @@ def main() -> None:
         help="environments without their own pip and setuptools (--smoke: venv's pip "
         "install is most of its time)",
     )
+    parser.add_argument(
+        "--without-bytecode",
+        action="store_true",
+        help="environments without the bytecode pip would compile (--smoke: compiling is "
+        "most of the install's CPU)",
+    )
     bench_docs.add_flag(parser)
     args = bench_smoke.parse_args(
-        parser, extras=[], largest=2, all_from=Path(sys.prefix), without_pip=True
+        parser,
+        extras=[],
+        largest=2,
+        all_from=Path(sys.prefix),
+        without_pip=True,
+        without_bytecode=True,
     )
     scratch = args.keep or Path(tempfile.mkdtemp(prefix="install-size-"))
     scratch.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     try:
         source = _source(scratch / "source")
-        with_pip = not args.without_pip
-        installs = [measure(name, source, scratch, with_pip) for name in ["default", *args.extras]]
+        options = (not args.without_pip, not args.without_bytecode)
+        installs = [measure(name, source, scratch, *options) for name in ["default", *args.extras]]
         if args.all_from is None:
-            installs.append(measure("all", source, scratch, with_pip))
+            installs.append(measure("all", source, scratch, *options))
         else:
             installs.append(measured("all", args.all_from))
     finally:
