@@ -2,7 +2,7 @@
 (`alerts.fleet`, read from a real Prometheus) against one sidecar that receives all the
 traffic the three share, with the same regression rule.
 
-    python bench/alert_fleet.py [--trials 3] [--rise 0.3]
+    python bench/alert_fleet.py [--trials 3] [--rise 0.3] [--replicas 3]
 
 Four `rag-monitor run` processes run side by side: three replicas, each receiving a third
 of the requests, scraped by Prometheus every second and querying it every second, and one
@@ -48,6 +48,7 @@ from harness.servers import need, prometheus, rag_monitor  # noqa: E402
 
 RULE = FLEET_RULE["name"]
 REPLICAS = 3
+NUMBERS = {2: "two", 3: "three", 4: "four"}
 BASELINE_MIN = 150
 
 
@@ -76,7 +77,13 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> floa
 
 
 def trial(
-    tmp: Path, rise: float, timeout_s: float, baseline_min: int, quiet_s: float, seed: int
+    tmp: Path,
+    rise: float,
+    timeout_s: float,
+    baseline_min: int,
+    quiet_s: float,
+    seed: int,
+    replica_count: int = REPLICAS,
 ) -> dict[str, float]:
     # Prometheus first (the replicas read the fleet from it), scraping the replicas the
     # targets file names once they have bound their ports.
@@ -92,7 +99,7 @@ def trial(
             "query_interval_s": 1,
         }
         replicas = []
-        for i in range(REPLICAS):
+        for i in range(replica_count):
             home = tmp / f"replica{i}"
             home.mkdir()
             monitor_config(home / "monitor.yaml", 0, fleet, baseline_min)
@@ -158,14 +165,28 @@ def main() -> None:
     parser.add_argument(
         "--quiet-s", type=float, default=30, help="healthy seconds once every baseline holds"
     )
+    parser.add_argument(
+        "--replicas", type=int, default=REPLICAS, help="replicas judging the fleet's verdicts"
+    )
     bench_docs.add_flag(parser)
-    args = bench_smoke.parse_args(parser, trials=1, rise=0.9, baseline_samples=20, quiet_s=2)
+    # Smoke: two replicas run the fleet's path (a replica reading the others' counters).
+    args = bench_smoke.parse_args(
+        parser, trials=1, rise=0.9, baseline_samples=20, quiet_s=2, replicas=2
+    )
+    if args.replicas < 2:
+        parser.error("--replicas: a fleet is two replicas or more")
     need("prometheus")
     results = []
     for i in range(args.trials):
         with tempfile.TemporaryDirectory(prefix="alert-fleet-") as tmp:
             result = trial(
-                Path(tmp), args.rise, args.timeout_s, args.baseline_samples, args.quiet_s, i
+                Path(tmp),
+                args.rise,
+                args.timeout_s,
+                args.baseline_samples,
+                args.quiet_s,
+                i,
+                args.replicas,
             )
         results.append(result)
         print(
@@ -174,9 +195,10 @@ def main() -> None:
             file=sys.stderr,
         )
     rows = []
+    replicas = f"{NUMBERS.get(args.replicas, args.replicas)} replicas"
     for key, label in (
-        ("fleet", "three replicas, first to fire (the page)"),
-        ("last replica", "three replicas, last to fire"),
+        ("fleet", f"{replicas}, first to fire (the page)"),
+        ("last replica", f"{replicas}, last to fire"),
         ("single", "one sidecar with all the traffic (reference)"),
     ):
         times = [r[key] for r in results]

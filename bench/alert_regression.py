@@ -826,6 +826,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--jobs", type=int, default=2, help="processes")
     parser.add_argument("--only", choices=["pages", "boost", "validity", "compressed"], nargs="*")
+    parser.add_argument(
+        "--compressed-trials", type=int, help="runs of the compressed windows (4 x --trials)"
+    )
     bench_docs.add_flag(parser)
     args = bench_smoke.parse_args(
         parser,
@@ -836,6 +839,7 @@ def main(argv: list[str] | None = None) -> int:
         boost_weeks=0.02,
         validity_weeks=0.02,
         jobs=1,
+        compressed_trials=1,
     )
     _quiet()
     from monitor.config import FALSE_PAGE_EVERY
@@ -870,7 +874,7 @@ def main(argv: list[str] | None = None) -> int:
             )
     if "compressed" in parts:
         emit("\nCompressed windows, one false page an hour, 0.35 -> 0.46 at 8 verdicts/s:\n")
-        emit(compressed(args.trials * 4, args.seed))
+        emit(compressed(args.compressed_trials or args.trials * 4, args.seed))
     if args.write_docs:
         bench_docs.write_block("docs/quality.md", "alert-regression", "\n".join(out))
     return 0

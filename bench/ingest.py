@@ -613,8 +613,9 @@ def main() -> None:
         "--warmup", type=float, default=3.0, help="seconds of load before each measured window"
     )
     bench_docs.add_flag(parser)
+    # Smoke: windows short enough to post a few requests (each sender posts one at least).
     args = bench_smoke.parse_args(
-        parser, seconds=1.0, concurrency=2, protocol="http", repeat=2, warmup=0.5
+        parser, seconds=0.3, concurrency=2, protocol="http", repeat=2, warmup=0.1
     )
     if args.extraction_cost:
         if args.against is None:

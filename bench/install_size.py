@@ -86,37 +86,51 @@ def _entries(folder: Path) -> list[Path]:
     return [Path(root, name) for root, dirs, files in os.walk(folder) for name in dirs + files]
 
 
+def _pycache(folder: Path, listed: dict[Path, list[str]]) -> list[str]:
+    """The names in `folder`'s `__pycache__`, listed once per folder (a glob per module
+    would read the folder again for each)."""
+    if folder not in listed:
+        cache = folder / "__pycache__"
+        listed[folder] = os.listdir(cache) if cache.is_dir() else []
+    return listed[folder]
+
+
 def _per_distribution(venv: Path) -> dict[str, int]:
     """Distribution → bytes on disk of the files its RECORD lists (with their bytecode)."""
     site = next(venv.glob("lib/python*/site-packages"))
     sizes: dict[str, int] = {}
+    pycache: dict[Path, list[str]] = {}
     for info in site.glob("*.dist-info"):
         record = info / "RECORD"
         name = info.name.removesuffix(".dist-info").rsplit("-", 1)[0]
         listed = [site / line.split(",")[0] for line in record.read_text().splitlines() if line]
         files = [p for p in listed if p.is_file()]
         cached = {
-            c
+            p.parent / "__pycache__" / name
             for p in files
             if p.suffix == ".py"
-            for c in p.parent.glob(f"__pycache__/{p.stem}.*.pyc")
+            for name in _pycache(p.parent, pycache)
+            if name.startswith(f"{p.stem}.") and name.endswith(".pyc")
         }
         sizes[name] = _disk_bytes(files + sorted(cached), set())
     return sizes
 
 
-def measure(name: str, source: Path, scratch: Path, with_pip: bool = True) -> Install:
+def measure(
+    name: str, source: Path, scratch: Path, with_pip: bool = True, bytecode: bool = True
+) -> Install:
     venv = scratch / f"venv-{name}"
     without = [] if with_pip else ["--without-pip"]
     subprocess.run([sys.executable, "-m", "venv", *without, str(venv)], check=True)
     target = str(source) if name == "default" else f"{source}[{name}]"
+    compile_ = ["--compile-bytecode"] if bytecode else []
     subprocess.run(
         [
             _uv(),
             "pip",
             "install",
             "--quiet",
-            "--compile-bytecode",
+            *compile_,
             "--python",
             str(venv / "bin" / "python"),
             "-c",
@@ -178,19 +192,30 @@ def main() -> None:
         help="environments without their own pip and setuptools (--smoke: venv's pip "
         "install is most of its time)",
     )
+    parser.add_argument(
+        "--without-bytecode",
+        action="store_true",
+        help="environments without the bytecode pip would compile (--smoke: compiling is "
+        "most of the install's CPU)",
+    )
     bench_docs.add_flag(parser)
     args = bench_smoke.parse_args(
-        parser, extras=[], largest=2, all_from=Path(sys.prefix), without_pip=True
+        parser,
+        extras=[],
+        largest=2,
+        all_from=Path(sys.prefix),
+        without_pip=True,
+        without_bytecode=True,
     )
     scratch = args.keep or Path(tempfile.mkdtemp(prefix="install-size-"))
     scratch.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     try:
         source = _source(scratch / "source")
-        with_pip = not args.without_pip
-        installs = [measure(name, source, scratch, with_pip) for name in ["default", *args.extras]]
+        options = (not args.without_pip, not args.without_bytecode)
+        installs = [measure(name, source, scratch, *options) for name in ["default", *args.extras]]
         if args.all_from is None:
-            installs.append(measure("all", source, scratch, with_pip))
+            installs.append(measure("all", source, scratch, *options))
         else:
             installs.append(measured("all", args.all_from))
     finally:

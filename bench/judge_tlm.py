@@ -317,8 +317,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--judged-pairs", type=int, default=30)
     bench_docs.add_flag(parser)
+    # Smoke: one call per judged pair, answers cut at 4 tokens (the server's prompt and
+    # decoding time are what a smoke run costs; a cut answer is a path of its own).
     args = bench_smoke.parse_args(
-        parser, records=1, cost_records=1, max_output_tokens=16, judged_pairs=2
+        parser, records=1, cost_records=1, max_output_tokens=4, judged_pairs=1
     )
     missing = available()
     if missing:

@@ -177,7 +177,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--span-bytes", type=int, default=1024)
     bench_docs.add_flag(parser)
-    args = bench_smoke.parse_args(parser, seconds=2.0, concurrency=2)
+    args = bench_smoke.parse_args(parser, seconds=1.0, concurrency=2)
     result = run(args.seconds, args.concurrency, args.span_bytes)
     print(json.dumps(result, indent=2))
     rows = [

@@ -239,7 +239,8 @@ def main() -> None:
         "on the others (a pinned monitor sees one CPU, so it starts one worker)",
     )
     bench_docs.add_flag(parser)
-    args = bench_smoke.parse_args(parser, rounds=1, seconds=1.0, settle=0.5, warmup=0.5)
+    # Smoke: windows short enough to post a few requests (a window always sends one).
+    args = bench_smoke.parse_args(parser, rounds=1, seconds=0.3, settle=0.2, warmup=0.1)
     payloads = Payloads(doc_padding=args.doc_padding)
     body = payloads.next()
     print(
