@@ -224,6 +224,7 @@ PRELOAD = {
     "openai_v2": ["openai"],
     "anthropic": ["anthropic"],
     "llama_index_otel": ["llama_index.core", "llama_index.llms.openai"],
+    "litellm": ["litellm"],
     "autogen": ["autogen_agentchat.agents", "autogen_core.models", "autogen_ext.models.openai"],
 }
 
