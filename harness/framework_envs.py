@@ -14,7 +14,10 @@ import asyncio
 import hashlib
 import json
 import os
+import signal
 import subprocess
+import tempfile
+import threading
 from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
 from typing import Any
@@ -22,7 +25,7 @@ from typing import Any
 import pytest
 
 from harness.arrivals import Watched
-from harness.children import forget, spawn_async
+from harness.children import forget, spawn, spawn_async
 from harness.pipeline import RecordingStage, metric_value, receiver_config
 from harness.wait import wait_until_async
 from monitor.config import Config, EvaluatorConfig
@@ -212,23 +215,114 @@ async def run_held_app(command: list[str], gate: Gate) -> Answers:
     return _answers(lines)
 
 
+# Modules an app imports only in its `main`, which no setting of its `main` changes (the
+# settings it makes there are read when the instrumentation starts): `Preforked` imports
+# them once for all the app's runs.
+PRELOAD = {
+    "prompt_layout": ["openai"],
+    "plain_otel": ["openai"],
+    "openai_v2": ["openai"],
+    "anthropic": ["anthropic"],
+    "llama_index_otel": ["llama_index.core", "llama_index.llms.openai"],
+    "litellm": ["litellm"],
+    "autogen": ["autogen_agentchat.agents", "autogen_core.models", "autogen_ext.models.openai"],
+}
+
+
+class Preforked:
+    """One app's runs, each a process forked from one that imported the app's modules
+    once (`tests/frameworks/apps/preforked.py`), from the app's own environment: a test
+    module that runs an app several times pays for its imports once."""
+
+    def __init__(self, app: str) -> None:
+        self.app = app
+        self.process = spawn(
+            [
+                str(python_of(APP_ENVS[app])),
+                "-m",
+                "tests.frameworks.apps.preforked",
+                f"{app}_app",
+                *PRELOAD.get(app, []),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+        )
+        self.lock = threading.Lock()
+
+    def _answer(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        assert line, f"the preforked {self.app} ended (status {self.process.wait()})"
+        answer: dict[str, Any] = json.loads(line)
+        assert "error" not in answer, answer["error"]
+        return answer
+
+    def run(self, argv: list[str], timeout: float = APP_TIMEOUT_S) -> Answers:
+        """`run_app` of `python -m tests.frameworks.apps.<app>_app ARGV...`, forked."""
+        with self.lock, tempfile.TemporaryDirectory() as folder:
+            out, err = Path(folder, "stdout"), Path(folder, "stderr")
+            assert self.process.stdin is not None
+            request = {"argv": argv, "stdout": str(out), "stderr": str(err)}
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+            pid = int(self._answer()["pid"])
+            # A run past its time is killed; its end is still answered.
+            killer = threading.Timer(timeout, os.kill, (pid, signal.SIGKILL))
+            killer.start()
+            try:
+                code = self._answer()["code"]
+            finally:
+                killer.cancel()
+            assert code == 0, f"status {code}: " + err.read_text(errors="replace")[-6000:]
+            text = out.read_text()
+        return _answers([json.loads(line) for line in text.splitlines() if line[:1] == "{"])
+
+    def close(self) -> None:
+        """End the parent (stdin closed) and wait for it: its CPU and its runs' are
+        counted where it is waited for."""
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        try:
+            self.process.wait(timeout=60)
+        finally:
+            if self.process.returncode is None:
+                self.process.kill()
+                self.process.wait()
+            forget(self.process)
+            if self.process.stdout is not None:
+                self.process.stdout.close()
+
+
+_preforked: dict[str, Preforked] = {}
+
+
+def preforked(app: str) -> Preforked:
+    """The app's `Preforked`, started on first use; `close_preforked` ends it."""
+    if app not in _preforked:
+        _preforked[app] = Preforked(app)
+    return _preforked[app]
+
+
+def close_preforked() -> None:
+    """End every app's `Preforked` (tests/frameworks/conftest.py: after each test module)."""
+    while _preforked:
+        _preforked.popitem()[1].close()
+
+
 async def run_python_app(
     app: str, instrumentation: str, variant: str, endpoint: str, gate: Gate | None = None
 ) -> Answers:
     """`python -m tests.frameworks.apps.<app>_app INSTRUMENTATION VARIANT ENDPOINT` from the app's own
-    environment (`APP_ENVS`); `gate`: it holds a kind of signal back (`run_held_app`)."""
-    python = python_of(APP_ENVS[app])
-    command = [
-        str(python),
-        "-m",
-        f"tests.frameworks.apps.{app}_app",
-        instrumentation,
-        variant,
-        endpoint,
-    ]
+    environment (`APP_ENVS`), forked by its `Preforked`; `gate`: it holds a kind of signal
+    back (`run_held_app`, a process started afresh)."""
+    argv = [instrumentation, variant, endpoint]
     if gate is not None:
+        python = python_of(APP_ENVS[app])
+        command = [str(python), "-m", f"tests.frameworks.apps.{app}_app", *argv]
         return await run_held_app(command, gate)
-    return await asyncio.to_thread(run_app, command)
+    return await asyncio.to_thread(preforked(app).run, argv)
 
 
 async def run_js_app(app: str, variant: str, endpoint: str, model_url: str) -> Answers:
