@@ -219,10 +219,6 @@ class Baseline:
         self.interim = 2.0
         return self.history.first(now, first)
 
-    def on_first_level(self) -> bool:
-        """Whether the last expectation was a fresh rule's first verdicts (`first`)."""
-        return self.interim == 2.0
-
     def settled(self, expected: Expectation | None) -> bool:
         """Whether `expected` holds enough to judge against: `min_samples` verdicts, or a
         fresh rule's first verdicts cut short at a rise (all there was before it)."""

@@ -153,11 +153,8 @@ class Regression(ShadowHooks):
         the sequential test takes its pending batch and its bets for the next."""
         rule, judging = self.rule, state.judging
         state.last.at = now
-        hold_from = judging.building_since()
-        if judging.sequential is not None:
-            hold_from = self._leaning(state, now, hold_from)
         expected = state.last.expected = state.baseline.advance(
-            state.current, state.solo, now, firing=firing, hold_from=hold_from
+            state.current, state.solo, now, firing=firing, hold_from=judging.building_since()
         )
         if judging.sequential is None:
             p = self._window_p(state, now)
@@ -173,21 +170,6 @@ class Regression(ShadowHooks):
             if expected is not None and enough
             else None
         )
-
-    def _leaning(self, state: RegressionState, now: float, building: float | None) -> float | None:
-        """Since when what leaves the window is held: as the test builds evidence, and while
-        a fresh rule's first verdicts are its level, also while the window leans up
-        against them (as the window test holds): the test builds its evidence over
-        minutes, and a short baseline that took over meanwhile would learn the rise."""
-        judging = state.judging
-        first = state.baseline.on_first_level()
-        if not first or self._window_p(state, now) >= WINDOW_HOLD_P:
-            judging.leaning_since = None
-        elif judging.leaning_since is None:
-            judging.leaning_since = now - self.rule.window_s
-        leaning = judging.leaning_since
-        held = [t for t in (building, leaning) if t is not None]
-        return min(held) if held else None
 
     def _window_p(self, state: RegressionState, now: float) -> float:
         """The window test's p-value of "the current window's mean is at most
