@@ -17,8 +17,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from harness.rag_service import PER_S, Service, metric, write_config
 from harness.servers import alertmanager, need, rag_monitor, webhook
+
+# A real `rag-monitor run` and Alertmanager: wiring, whatever the file costs.
+pytestmark = pytest.mark.e2e
 
 RULE = "hallucination_regression"
 HEALTHY_SHARE = 0.2

@@ -10,9 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from harness.rag_service import Service, metric, write_config
 from harness.servers import alertmanager, need, rag_monitor, webhook
 from harness.wait import wait_until
+
+# A real `rag-monitor run` and Alertmanager: wiring, whatever the file costs.
+pytestmark = pytest.mark.e2e
 
 
 def test_a_firing_alert_survives_sigterm_and_the_next_process_resolves_it(
