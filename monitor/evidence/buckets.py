@@ -278,7 +278,9 @@ class Buckets:
                     s = profile.offset(index, self.origin)[0] if seasonal else 0.0
                     cd, q = rows[row + _D], rows[row + _Q]
                     # Their squares as the bucket's per defect (the same for pass and fail).
-                    q = max(0.0, q - fd * q / cd) if fd > 0 else q
+                    # The newest bucket's flagged share is estimated, and may name defects
+                    # where its clean verdicts hold none.
+                    q = max(0.0, q - fd * q / cd) if fd > 0 and cd > 0 else q
                     cd = max(0.0, cd - fd)
                     out.n += n
                     out.d += cd - n * s
