@@ -1,4 +1,5 @@
-"""Honest traffic for the sender-screen tests: a service's pods, each its own sender."""
+"""The sender-screen tests' service: the default regression rule (`baseline: {}`), its
+honest pods (each its own sender) failing at `RATE`, and a forger's sender key."""
 
 from __future__ import annotations
 
@@ -6,6 +7,13 @@ import numpy as np
 
 from monitor.alerts import AlertEngine
 from monitor.alerts.rule import Origin
+from monitor.config import AlertBaseline, RegressionRule
+
+RULE = RegressionRule(name="regression", evaluator="local_groundedness", baseline=AlertBaseline())
+START = 1_767_225_600.0  # a Thursday, 00:00 UTC
+RATE = 0.1
+PODS = 4
+FORGER = "6.6.6.6/forged"
 
 
 def count_honest(

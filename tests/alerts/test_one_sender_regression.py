@@ -17,21 +17,15 @@ import pytest
 from monitor.alerts import AlertEngine
 from monitor.alerts.rule import Origin
 from monitor.component import Evaluated
-from monitor.config import AlertBaseline, RegressionRule
 from monitor.evidence import History, Moments
 from monitor.evidence.senders import MAX_SENDERS, SCREEN_BUCKETS, Senders
 from monitor.records import CLIENT_ADDRESS, INSTANCE_ID, RagRecord
 from monitor.telemetry import create_telemetry
-from tests.alerts.honest_pods import count_honest
+from tests.alerts.honest_pods import FORGER, PODS, RATE, RULE, START, count_honest
 from tests.alerts.test_alerts import verdict
 
-RULE = RegressionRule(name="regression", evaluator="local_groundedness", baseline=AlertBaseline())
-START = 1_767_225_600.0  # a Thursday, 00:00 UTC
 STEP_S = 10.0
 PER_S = 1.0
-RATE = 0.1
-PODS = 4
-FORGER = "6.6.6.6/forged"
 
 
 def _minutes_to_page(share: float, forgery: str | None, *, warmup_days: float = 2.0) -> float:

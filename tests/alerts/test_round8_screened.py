@@ -15,21 +15,15 @@ import pytest
 
 from monitor.alerts import AlertEngine
 from monitor.alerts.rule import Origin
-from monitor.config import AlertBaseline, RegressionRule
 from monitor.evidence.senders import Senders
 from monitor.telemetry import create_telemetry
-from tests.alerts.honest_pods import count_honest
+from tests.alerts.honest_pods import FORGER, PODS, RATE, RULE, START, count_honest
 
 pytestmark = pytest.mark.scorecard
 
-RULE = RegressionRule(name="regression", evaluator="local_groundedness", baseline=AlertBaseline())
-START = 1_767_225_600.0  # a Thursday, 00:00 UTC
 DAY_S = 86_400.0
 STEP_S = 60.0
 PER_MIN = 60.0
-RATE = 0.1
-PODS = 4
-FORGER = "6.6.6.6/forged"
 
 
 def _run(

@@ -15,19 +15,14 @@ import pytest
 
 from monitor.alerts import AlertEngine
 from monitor.alerts.rule import Origin
-from monitor.config import AlertBaseline, RegressionRule
 from monitor.evidence.senders import SCREEN_BUCKETS, Senders, address_of, flag_bar
 from monitor.telemetry import create_telemetry
-from tests.alerts.honest_pods import count_honest
+from tests.alerts.honest_pods import PODS, RATE, RULE, START, count_honest
 
 pytestmark = pytest.mark.scorecard
 
-RULE = RegressionRule(name="regression", evaluator="local_groundedness", baseline=AlertBaseline())
-START = 1_767_225_600.0  # a Thursday, 00:00 UTC
 STEP_S = 60.0
 PER_S = 1.0
-RATE = 0.1
-PODS = 4
 
 
 def _minutes_to_page(
