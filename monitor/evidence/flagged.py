@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from monitor.evidence.counts import Moments
-from monitor.evidence.window import SlidingWindow
+from monitor.evidence.window import SliceCounts, SlidingWindow, restore_slices
 
 DAY_HOURS = 24
 # Slices of the current window the flagged share is counted in.
@@ -65,8 +66,8 @@ def flagged_rates(parts: Iterable[tuple[int, float, float]], by_hour: bool) -> F
 
 class Sent:
     """The verdicts sent over the current window, and how many of them flagged senders
-    sent (as flagged when they arrived); not saved: a restart expects no flagged share
-    for one window."""
+    sent (as flagged when they arrived); saved with the history, so a restart expects the
+    flagged share it had."""
 
     def __init__(self, window_s: float) -> None:
         # Its samples are all verdicts sent, its defects those of flagged senders.
@@ -79,6 +80,15 @@ class Sent:
         """Flagged senders' share of the verdicts sent over the window ending at `t`."""
         n, flagged = self._window.totals(t)
         return min(1.0, flagged / n) if n > 0 else 0.0
+
+    def saved(self) -> list[SliceCounts]:
+        return self._window.slices()
+
+    def restore(self, raw: Any) -> None:
+        """Takes back `saved()`; raises TypeError or ValueError on anything else."""
+        if not isinstance(raw, list):
+            raise TypeError("sent: a list of slices expected")
+        self._window.restore(restore_slices(raw))
 
 
 def mixed(

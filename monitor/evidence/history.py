@@ -335,6 +335,7 @@ class History(Buckets):
     def snapshot(self) -> dict[str, Any]:
         out = super().snapshot()
         out["senders"] = self._senders.snapshot()
+        out["sent"] = self._sent.saved()
         out["screened"] = [
             [index, *(round(v, 6) for v in sums)] for index, sums in sorted(self._screened.items())
         ]
@@ -342,10 +343,12 @@ class History(Buckets):
 
     def restore(self, raw: Any) -> None:
         """Takes back `snapshot()`; a history saved before senders were screened has
-        none."""
+        none, nor a share they sent."""
         super().restore(raw)
         if raw.get("senders") is not None:
             self._senders.restore(raw["senders"])
+        if raw.get("sent") is not None:
+            self._sent.restore(raw["sent"])
         screened = raw.get("screened") or []
         if not isinstance(screened, list):
             raise TypeError("history: screened is not a list")

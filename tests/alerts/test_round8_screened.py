@@ -8,12 +8,14 @@ every 60 s and judged every 60 s; streams are seeded."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pytest
 
 from monitor.alerts import AlertEngine
+from monitor.alerts.kinds.regression_state import RegressionState
 from monitor.alerts.rule import Origin
 from monitor.evidence.senders import Senders
 from monitor.telemetry import create_telemetry
@@ -127,3 +129,41 @@ def test_a_flagged_canary_pods_rise_still_pages(monkeypatch: pytest.MonkeyPatch)
     assert flagged == {"10.0.0.0/pod-0"}
     assert unscreened < 60
     assert screened <= 1.5 * unscreened
+
+
+def test_a_restart_keeps_the_flagged_senders_share() -> None:
+    """A flagged forger (a fifth of the volume, failing 90 % of it) that stopped 5 minutes
+    before the rule's state was saved: the engine restored from the state file expects
+    what the engine that went on expects (the forger's share of the current window, still
+    in the rate judged), minute by minute for the window after the restart (restored
+    without that share, it expected the honest level alone for those minutes)."""
+    restart = START + 2 * DAY_S + 12 * 3600
+    honest_rng, forger_rng = np.random.default_rng(24), np.random.default_rng(25)
+    now = START
+    engine = AlertEngine([RULE], create_telemetry(), clock=lambda: now, evaluation_interval_s=60.0)
+    while now < restart:
+        count_honest(engine, honest_rng, PER_MIN, PODS, RATE, now)
+        if now < restart - 300:
+            n = int(forger_rng.poisson(PER_MIN * 0.25))
+            failing = int(forger_rng.binomial(n, 0.9))
+            engine.count(0, Origin("shop", sender=FORGER), [n - failing, failing], None, now)
+        now += STEP_S
+        engine.evaluate()
+    restored = AlertEngine(
+        [RULE], create_telemetry(), clock=lambda: now, evaluation_interval_s=60.0
+    )
+    restored.restore(json.loads(json.dumps(engine.snapshot())))
+    first: list[float] = []
+    for _ in range(30):
+        for each in (engine, restored):
+            count_honest(each, np.random.default_rng(int(now)), PER_MIN, PODS, RATE, now)
+        now += STEP_S
+        expected = []
+        for each in (engine, restored):
+            each.evaluate()
+            state: RegressionState = next(iter(each._entries.values())).state
+            assert state.last.expected is not None
+            expected.append(state.last.expected.mean)
+        assert expected[1] == pytest.approx(expected[0], abs=1e-6)
+        first = first or expected
+    assert first[0] > RATE + 0.05, "the forger's share was out of the window already"
