@@ -63,26 +63,18 @@ class Taken(NamedTuple):  # a worker took the task `token`, before it runs any o
     token: int
 
 
-@dataclass(frozen=True, slots=True)
-class Initializer:
-    """`function(args)`, run once in each worker before its first task (`README.md`)."""
-
-    function: Callable[[Any], None]
-    args: object = None
-
-
 def set_up(
-    preload: Sequence[str], initializers: Sequence[Initializer], notices: Connection
+    preload: Sequence[str], initializer: Callable[[], object] | None, notices: Connection
 ) -> None:
-    """Import `preload`, run the initializers, tell the pool (`Ready`)."""
+    """Import `preload`, run `initializer`, tell the pool (`Ready`)."""
     global _set_up_failed, _notices
     _notices = notices
     gc.freeze()  # what it inherited, before its own imports can trigger a collection
     try:
         for module in preload:
             importlib.import_module(module)
-        for initializer in initializers:
-            initializer.function(initializer.args)
+        if initializer is not None:
+            initializer()
     except Exception as exc:
         _set_up_failed = f"{type(exc).__name__}: {exc}"
     settle()
@@ -178,7 +170,7 @@ class TaskFailed(Exception):
 
 
 class ProcessPool:
-    """`processes` workers set up by `preload` and `initializers` (`README.md`)."""
+    """`processes` workers set up by `preload` and `initializer` (`README.md`)."""
 
     def __init__(
         self,
@@ -186,14 +178,14 @@ class ProcessPool:
         timeout_s: float,
         telemetry: Telemetry,
         *,
-        initializers: Sequence[Initializer] = (),
+        initializer: Callable[[], object] | None = None,
         preload: Sequence[str] = (),
     ) -> None:
         self.size, self.slots = processes, processes * DEPTH
         self._timeout = timeout_s
         self._context = _worker_context(processes, preload)
         self._notices = self._context.Pipe(duplex=False)  # the workers' `Ready`, `Taken`
-        self._initargs = (list(preload), list(initializers), self._notices[1])
+        self._initargs = (list(preload), initializer, self._notices[1])
         self._pebble: pebble.ProcessPool | None = None
         self._pids: set[int] = set()  # workers that reported their set-up
         self._failed = ""  # why a worker's set-up failed
