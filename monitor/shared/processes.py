@@ -49,7 +49,7 @@ def worker_context(forkserver_preload: Sequence[str] | None) -> mp.BaseContext:
     if forkserver_preload is None:
         return _SpawnContext()
     context = _ForkServerContext()
-    # The fork server is started once per process: a later context's preload is not its.
+    # The fork server starts once per process: it never imports a later context's preload.
     context.set_forkserver_preload(list(forkserver_preload))
     return context
 
