@@ -111,7 +111,7 @@ class Pool:
             processes,
             300.0,
             create_telemetry(),
-            initializers=[worker_initializer(specs, settings)],
+            initializer=worker_initializer(specs, settings),
             preload=PRELOAD,
         )
         scorers = {}

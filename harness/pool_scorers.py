@@ -97,7 +97,7 @@ def pool(
         processes,
         deadline_s,
         telemetry,
-        initializers=[worker_initializer(specs, Settings(), factory)],
+        initializer=worker_initializer(specs, Settings(), factory),
     )
 
 

@@ -372,7 +372,7 @@ def _evaluation_stage(
             pipeline.processes,
             pipeline.evaluation_timeout_s,
             telemetry,
-            initializers=[worker_initializer(cpu_entries, settings, previous=cpu_previous)],
+            initializer=worker_initializer(cpu_entries, settings, previous=cpu_previous),
             preload=PRELOAD,
         )
         if pipeline.processes > 0 and cpu_entries

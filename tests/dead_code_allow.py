@@ -12,7 +12,7 @@ name: Any = None
 _ = (
     # Hooks and signatures a library calls: OpenTelemetry's span and log record processors
     # (exporters/otlp_events.py), aiokafka's rebalance listener (receivers/kafka/
-    # _rebalance.py), multiprocessing's context classes (pool/_pool.py), a protocol's
+    # _rebalance.py), multiprocessing's context classes (shared/processes.py), a protocol's
     # call (receivers/otlp/_wire.py), the TLS server-name callback (exporters/metrics_port.py).
     name.on_end,
     name.on_emit,

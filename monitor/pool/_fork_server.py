@@ -1,6 +1,6 @@
-"""The fork server's last preload (`_worker_context`), imported only there: it settles once it
-has imported what the workers share, so they inherit a frozen, trimmed heap."""
+"""The fork server's last preload (`ProcessPool`'s context), imported only there: it settles
+once it has imported what the workers share, so they inherit a frozen, trimmed heap."""
 
-from monitor.pool._pool import settle
+from monitor.shared.processes import settle
 
 settle()

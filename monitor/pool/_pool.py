@@ -5,28 +5,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import gc
 import importlib
 import itertools
 import logging
 import os
 import pickle
-import sys
-import threading
-import types
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from functools import partial
-from multiprocessing import context as mp
-from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection
-from multiprocessing.process import BaseProcess
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 import pebble
+
+from monitor.shared.processes import running, settle, worker_context
 
 if TYPE_CHECKING:  # a worker imports this package, and no metrics library
     from monitor.telemetry import Telemetry
@@ -41,10 +36,6 @@ _WORKER = "evaluation worker process"
 _Answer = asyncio.Future[object]
 _Error = BaseException | None
 PICKLE = pickle.HIGHEST_PROTOCOL
-
-# A `__main__` naming no script: multiprocessing then tells a worker nothing of the caller's.
-_NO_MAIN = types.ModuleType("__main__")
-_STARTING = threading.Lock()  # one process starts at a time while `__main__` is hidden
 
 
 # -- in the worker process ------------------------------------------------------------------
@@ -63,26 +54,18 @@ class Taken(NamedTuple):  # a worker took the task `token`, before it runs any o
     token: int
 
 
-@dataclass(frozen=True, slots=True)
-class Initializer:
-    """`function(args)`, run once in each worker before its first task (`README.md`)."""
-
-    function: Callable[[Any], None]
-    args: object = None
-
-
 def set_up(
-    preload: Sequence[str], initializers: Sequence[Initializer], notices: Connection
+    preload: Sequence[str], initializer: Callable[[], object] | None, notices: Connection
 ) -> None:
-    """Import `preload`, run the initializers, tell the pool (`Ready`)."""
+    """Import `preload`, run `initializer`, tell the pool (`Ready`)."""
     global _set_up_failed, _notices
     _notices = notices
     gc.freeze()  # what it inherited, before its own imports can trigger a collection
     try:
         for module in preload:
             importlib.import_module(module)
-        for initializer in initializers:
-            initializer.function(initializer.args)
+        if initializer is not None:
+            initializer()
     except Exception as exc:
         _set_up_failed = f"{type(exc).__name__}: {exc}"
     settle()
@@ -94,14 +77,6 @@ def _notify(notice: Ready | Taken) -> None:
     if _notices is not None:
         with contextlib.suppress(OSError):  # a pool that stopped listening
             _notices.send(notice)
-
-
-def settle() -> None:
-    """Freeze what this process holds, give the C heap's free pages back (`README.md`)."""
-    gc.freeze()
-    trim = getattr(ctypes.CDLL(None), "malloc_trim", None)
-    if trim is not None:
-        trim(0)
 
 
 def run_task(token: int, task: bytes) -> bytes:
@@ -133,38 +108,6 @@ class Pickled:
 # -- in the pool's process ------------------------------------------------------------------
 
 
-class _WithoutMain(BaseProcess):
-    def start(self) -> None:
-        with _STARTING:
-            main, sys.modules["__main__"] = sys.modules["__main__"], _NO_MAIN
-            try:
-                super().start()
-            finally:
-                sys.modules["__main__"] = main
-
-
-class _SpawnContext(mp.SpawnContext):
-    class Process(_WithoutMain, mp.SpawnProcess): ...
-
-
-class _ForkServerContext(mp.ForkServerContext):
-    class Process(_WithoutMain, mp.ForkServerProcess): ...
-
-
-def _worker_context(processes: int, preload: Sequence[str]) -> mp.BaseContext:
-    """`spawn` for one worker, `forkserver` for several; no resource tracker (`README.md`):
-    multiprocessing is told one runs, on a file that discards what it is sent."""
-    tracker = cast(Any, resource_tracker._resource_tracker)
-    if tracker._fd is None:
-        tracker._fd = os.open(os.devnull, os.O_WRONLY)
-    if processes == 1:
-        return _SpawnContext()
-    context = _ForkServerContext()
-    # The fork server is started once per process: a later pool's workers import theirs.
-    context.set_forkserver_preload([*preload, "monitor.pool._fork_server"])
-    return context
-
-
 class WorkerLost(Exception):
     """The task's worker died, hung, or was stopped (`stopping`) before it answered."""
 
@@ -178,7 +121,7 @@ class TaskFailed(Exception):
 
 
 class ProcessPool:
-    """`processes` workers set up by `preload` and `initializers` (`README.md`)."""
+    """`processes` workers set up by `preload` and `initializer` (`README.md`)."""
 
     def __init__(
         self,
@@ -186,14 +129,16 @@ class ProcessPool:
         timeout_s: float,
         telemetry: Telemetry,
         *,
-        initializers: Sequence[Initializer] = (),
+        initializer: Callable[[], object] | None = None,
         preload: Sequence[str] = (),
     ) -> None:
         self.size, self.slots = processes, processes * DEPTH
         self._timeout = timeout_s
-        self._context = _worker_context(processes, preload)
+        # One worker is spawned; several fork from a fork server that imports `preload`.
+        forked = None if processes == 1 else [*preload, "monitor.pool._fork_server"]
+        self._context = worker_context(forked)
         self._notices = self._context.Pipe(duplex=False)  # the workers' `Ready`, `Taken`
-        self._initargs = (list(preload), list(initializers), self._notices[1])
+        self._initargs = (list(preload), initializer, self._notices[1])
         self._pebble: pebble.ProcessPool | None = None
         self._pids: set[int] = set()  # workers that reported their set-up
         self._failed = ""  # why a worker's set-up failed
@@ -220,7 +165,7 @@ class ProcessPool:
 
     @property
     def pids(self) -> list[int]:
-        return sorted(pid for pid in self._pids if _running(pid))
+        return sorted(pid for pid in self._pids if running(pid))
 
     async def start(self) -> None:
         """Start the workers and wait for their set-up; raises if one fails. Idempotent."""
@@ -309,7 +254,7 @@ class ProcessPool:
             # A worker that died on a task pebble had not seen it take: lost with it, not
             # sent again (`_answer` sends the tasks no worker took).
             pid = task.worker if (task := self._in_flight.get(token)) else 0  # none: given up
-            if pid and not _running(pid):
+            if pid and not running(pid):
                 error = self._lost("died", "its pebble pool broke", pid)
         elif isinstance(error, TimeoutError):
             error = self._lost("hung", f"no answer within {deadline_s:g}s")
@@ -338,7 +283,7 @@ class ProcessPool:
         if failed:
             log.error("%s %s failed to initialize: %s", _WORKER, pid, failed)
             self._failed = failed
-        self._pids = {known for known in self._pids if _running(known)} | {pid}
+        self._pids = {known for known in self._pids if running(known)} | {pid}
         self._reported.set()
         if self._expected:
             self._expected -= 1
@@ -347,7 +292,7 @@ class ProcessPool:
         # taken, which pebble holds running until its deadline, is lost (`README.md`).
         self._restarts.labels("died").inc()
         for token, task in self._in_flight.items():
-            if task.worker and not task.answer.done() and not _running(task.worker):
+            if task.worker and not task.answer.done() and not running(task.worker):
                 log.warning("%s died (pid %d); %d replaces it", _WORKER, task.worker, pid)
                 task.answer.set_exception(WorkerLost(f"{_WORKER} died", stopping=False))
                 self._answered.add(token)
@@ -399,12 +344,3 @@ def _settle_soon(
 def _close(pool: pebble.ProcessPool) -> None:
     pool.stop()  # type: ignore[no-untyped-call]
     pool.join()
-
-
-def _running(pid: int) -> bool:
-    """Whether process `pid` runs (an exited one its parent has not reaped does not)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            return stat.read().rpartition(b")")[2].split()[0] not in (b"Z", b"X")
-    except (OSError, IndexError):
-        return False

@@ -1,5 +1,5 @@
 """A worker lost on a task that pebble never saw it take is answered when its replacement
-reports (`ProcessPool._answer_unseen_loss`), and its death counted there. Pebble's own answer
+reports (`ProcessPool._ready`), and its death counted there. Pebble's own answer
 to that task may come later, when a second death breaks its pool (`BrokenProcessPool`): the
 pool reads the notices waiting on its pipe as it takes that answer, and the replacement's
 report among them answers the task first. The death is then counted once, and no

@@ -178,7 +178,7 @@ STAGES = (
     "monitor.audit",
 )
 # Generic machinery that must know no stage and nothing about evaluation.
-STAGELESS = ("monitor.pool", "monitor.shared.retry")
+STAGELESS = ("monitor.pool", "monitor.shared.processes", "monitor.shared.retry")
 
 
 def _within(module: str, prefix: str) -> bool:

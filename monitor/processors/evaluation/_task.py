@@ -24,13 +24,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.base import CpuScorer
 from monitor.evaluators.factory import BuildContext
 from monitor.extraction import Convention, TraceRecords, Unreadable, extract_within
-from monitor.pool import Initializer
 from monitor.records import EXTRACTION_SUSPECT, TOPIC, RagRecord
 from monitor.records.fingerprint import request_fingerprint
 from monitor.records.limits import SizeLimits
@@ -352,7 +352,7 @@ def worker_initializer(
     settings: Settings,
     factory: ScorerFactory = build_scorer,
     previous: Sequence[EvaluatorConfig] = (),
-) -> Initializer:
+) -> Callable[[], None]:
     """What a pool's workers run to be able to run tasks for `specs` (and the previous
-    revisions `previous`) under `settings`."""
-    return Initializer(set_up_worker, WorkerSetup(tuple(specs), factory, settings, tuple(previous)))
+    revisions `previous`) under `settings`: picklable, as the pool sends it to them."""
+    return partial(set_up_worker, WorkerSetup(tuple(specs), factory, settings, tuple(previous)))
