@@ -39,35 +39,8 @@ for arg in "$@"; do
 done
 full=$(( ${#paths[@]} == 0 ))
 
-# Debian starts and enables a package's services when it installs it; the tests start the
-# binaries themselves, so the machine's services are left as they were: a policy-rc.d that
-# forbids every start (invoke-rc.d and deb-systemd-invoke ask it) while apt-get runs, and
-# each unit and init script the new packages enabled disabled again afterwards.
-install_without_services() {
-    local policy=/usr/sbin/policy-rc.d saved="" status=0 file
-    if [ -e "$policy" ]; then
-        saved=$(mktemp)
-        cp -p "$policy" "$saved"
-    fi
-    printf '#!/bin/sh\n# tests/run.sh installs packages: no service starts meanwhile.\nexit 101\n' \
-        >"$policy"
-    chmod 755 "$policy"
-    apt-get update -qq &&
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" ||
-        status=$?
-    if [ -n "$saved" ]; then
-        mv "$saved" "$policy"
-    else
-        rm -f "$policy"
-    fi
-    [ "$status" = 0 ] || return "$status"
-    for file in $(dpkg -L "$@" | grep -E '^(/usr)?/lib/systemd/system/[^/]+\.(service|timer)$|^/etc/init\.d/'); do
-        case "$file" in
-            /etc/init.d/*) update-rc.d "${file##*/}" disable >/dev/null 2>&1 || true ;;
-            *) deb-systemd-helper disable "${file##*/}" >/dev/null 2>&1 || true ;;
-        esac
-    done
-}
+# Installs Debian packages leaving the machine's services as they were.
+. tests/install_without_services.sh
 
 if [ "$full" = 1 ]; then
     apt_packages=()

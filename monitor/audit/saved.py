@@ -1,7 +1,7 @@
 """The audit window across restarts: what the audit sink keeps (each service's buckets of
 counts, the sums of the traces still open, and the audited records awaiting a label) as JSON in its own state file beside the
 alert rules' (`<alerts.state_file>.audit`), through the same `StateFile` (atomic writes,
-bounded size, a corrupt file moved aside, a foreign one ignored, each counted in
+bounded size, a corrupt, foreign or newer file moved aside, each counted in
 `audit_state_loads_total{outcome}`).
 
 Bounded: services are capped by `pipeline.max_services`, each keeps at most `BUCKETS`
@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from prometheus_client import Counter
 
 from monitor.audit.estimate import Tally, Trace, Traces
-from monitor.records.where import DIMENSIONS, MAX_CHARS
+from monitor.records.where import DIMENSIONS, MAX_CHARS, where_value
 from monitor.shared import json_pieces
 from monitor.telemetry import Telemetry
 
@@ -331,8 +331,9 @@ def decode(
     ever), the newest `max_pending` records awaiting a label and the newest `OPEN_TRACES`
     open traces whose bucket is in the window. Every count, bucket, name and id is bounded
     (`MAX_COUNT`, `MAX_ID_CHARS`, `MAX_CHARS`); a service name is kept only where
-    `service_name` (the service label cap) keeps it as it is. Each bucket, awaiting record
-    and open trace that fails is dropped alone and counted."""
+    `service_name` (the service label cap) keeps it as it is, a dimension's value only as a
+    live record's would be (`where_value`). Each bucket, awaiting record and open trace
+    that fails is dropped alone and counted."""
     out = Restored()
     if data.get("evaluator") != evaluator or data.get("reference") != reference:
         out.other = (
@@ -384,7 +385,7 @@ def decode(
                 and isinstance(defect, bool)
                 and isinstance(where, list)
                 and len(where) == len(DIMENSIONS)
-                and all(isinstance(v, str) and len(v) <= MAX_CHARS for v in where)
+                and all(map(_where_value, where))
             ):
                 raise ValueError("pending")
         except (TypeError, ValueError):
@@ -409,7 +410,7 @@ def decode(
             for audited, dimension, value, *counts in sums:
                 if not isinstance(audited, bool) or dimension not in ("", *DIMENSIONS):
                     raise ValueError(dimension)
-                if not isinstance(value, str) or len(value) > MAX_CHARS or len(counts) != 3:
+                if not _where_value(value) or len(counts) != 3:
                     raise ValueError(value)
                 if not all(map(_count, counts)) or max(counts[1:]) > counts[0]:
                     raise ValueError("a trace's sums")
@@ -443,6 +444,12 @@ def _index(key: Any) -> int:
     return index
 
 
+def _where_value(value: Any) -> bool:
+    """A dimension's value as a live record's is (`where_value`: unshown characters
+    replaced, cut to `MAX_CHARS`), or none (`""`): never restored otherwise."""
+    return isinstance(value, str) and value == where_value(value)
+
+
 def _id(value: Any) -> bool:
     return isinstance(value, str) and 0 < len(value) <= MAX_ID_CHARS
 
@@ -466,7 +473,7 @@ def _tally(counts: Any) -> Tally:
 def _bucket(saved: Any) -> Bucket:
     bucket = Bucket(_tally(saved["total"]))
     for dimension, value, counts in saved["slices"]:
-        if dimension not in DIMENSIONS or not isinstance(value, str) or len(value) > MAX_CHARS:
+        if dimension not in DIMENSIONS or not _where_value(value):
             raise ValueError(dimension)
         bucket.slices[(dimension, value)] = _tally(counts)
         bucket.values[dimension] = bucket.values.get(dimension, 0) + 1

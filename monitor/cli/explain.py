@@ -330,7 +330,8 @@ def explain_from_debug(
 ) -> int:
     """Print the explanation of each trace whose spans the `/debug/records` of the monitor
     at `url` keeps (or of `trace_id`), newest first; 1, with one line on `err` saying why,
-    when the page cannot be read within `deadline_s` a request, or keeps no such trace."""
+    when the page and its traces cannot be read within `deadline_s` together, or it keeps
+    no such trace."""
     try:
         bodies, left_out = fetch_debug_traces(url, trace_id, deadline_s)
         traces: dict[str, list[Span]] = {}

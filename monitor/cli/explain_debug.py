@@ -1,12 +1,14 @@
 """`rag-monitor explain --from-debug URL`: the OTLP/JSON bodies of the traces a running
 monitor's `/debug/records` keeps, read over HTTP from its metrics port.
 
-The port may not be a monitor's, or may misbehave: every request has a whole deadline
-(connecting, the headers and the body together: a server that sends a byte every few
-seconds cannot hold it), every body a size cap above anything `/debug/records` writes
-(read as it arrives, refused at the cap, never held whole), and the page is parsed by
-orjson, whose nesting limit refuses JSON nested past any page. Each is an `ExplainError`
-saying, in one line, which URL and what went wrong."""
+The port may not be a monitor's, or may misbehave: the whole read has one deadline (the
+page and every trace it lists: connecting, the headers and the bodies together, so neither
+a server that sends a byte every few seconds nor a page listing thousands of traces, each
+answered just within a deadline of its own, can hold it), the page a size cap and the
+traces' bodies one cap together, each above anything `/debug/records` writes (read as they
+arrive, refused at the cap, never held whole), and the page is parsed by orjson, whose
+nesting limit refuses JSON nested past any page. Each is an `ExplainError` saying, in one
+line, which URL and what went wrong."""
 
 from __future__ import annotations
 
@@ -17,9 +19,10 @@ import orjson
 
 from monitor.exporters.debug_records import KIND_BYTES, PATH, TRACES_PATH
 
-DEADLINE_S = 10.0  # one request, whole
-# A page holds at most 3 * KIND_BYTES of entries, a kept trace at most TRACE_BYTES of
-# spans; JSON's framing adds little. Past this a body is no monitor's.
+DEADLINE_S = 30.0  # the page and its traces, whole
+# A page holds at most 3 * KIND_BYTES of entries, and the traces it keeps at most
+# KIND_BYTES of spans together; JSON's framing adds little. Past this the page, or the
+# traces' bodies together, are no monitor's.
 BODY_BYTES = 4 * KIND_BYTES
 _CHUNK = 64 * 1024
 
@@ -44,14 +47,27 @@ async def _fetch_all(
 ) -> tuple[dict[str, bytes], dict[str, int]]:
     base = url.rstrip("/").removesuffix(PATH)
     page_url = base + PATH
+    read = _Read(asyncio.get_running_loop().time() + deadline_s, deadline_s)
     async with aiohttp.ClientSession() as session:
-        body = await _get(session, page_url, deadline_s, f"{page_url} (is debug_records on?)")
+        body = await _get(session, page_url, read, f"{page_url} (is debug_records on?)")
         kept = _kept(body, page_url, trace_id)
         bodies = {}
+        read.room = BODY_BYTES  # for the traces' bodies together
         for kept_id in kept:
             trace_url = base + TRACES_PATH + kept_id
-            bodies[kept_id] = await _get(session, trace_url, deadline_s, trace_url)
+            bodies[kept_id] = await _get(session, trace_url, read, trace_url)
+            read.room -= len(bodies[kept_id])
     return bodies, {t: n for t, n in kept.items() if n}
+
+
+class _Read:
+    """What is left of the whole read: its deadline (the event loop's time) and the bytes
+    the bodies still to come may hold."""
+
+    def __init__(self, deadline: float, deadline_s: float) -> None:
+        self.deadline = deadline
+        self.deadline_s = deadline_s
+        self.room = BODY_BYTES
 
 
 def _kept(body: bytes, page_url: str, trace_id: str | None) -> dict[str, int]:
@@ -79,12 +95,12 @@ def _kept(body: bytes, page_url: str, trace_id: str | None) -> dict[str, int]:
     return kept
 
 
-async def _get(session: aiohttp.ClientSession, url: str, deadline_s: float, what: str) -> bytes:
-    """The body at `url`, read within `deadline_s` and `BODY_BYTES`."""
+async def _get(session: aiohttp.ClientSession, url: str, read: _Read, what: str) -> bytes:
+    """The body at `url`, read within what is left of `read`'s deadline and bytes."""
     try:
-        async with asyncio.timeout(deadline_s):
+        async with asyncio.timeout_at(read.deadline):
             async with session.get(url) as response:
-                body = await _bounded(response, url)
+                body = await _bounded(response, url, read.room)
                 if response.status == 401:
                     raise ExplainError(f"{what}: the metrics port asks for credentials")
                 if response.status >= 400:
@@ -92,25 +108,26 @@ async def _get(session: aiohttp.ClientSession, url: str, deadline_s: float, what
                 return body
     except TimeoutError:
         raise ExplainError(
-            f"{url}: no whole answer within {deadline_s:g} s (the deadline of one request)"
+            f"{url}: no whole answer within {read.deadline_s:g} s (the deadline of the page "
+            "and its traces together)"
         ) from None
     except (aiohttp.ClientError, OSError, ValueError) as exc:
         raise ExplainError(f"{url}: cannot be read: {exc or type(exc).__name__}") from None
 
 
-async def _bounded(response: aiohttp.ClientResponse, url: str) -> bytes:
-    """The body, as it arrives, refused once it passes `BODY_BYTES`."""
+async def _bounded(response: aiohttp.ClientResponse, url: str, room: int) -> bytes:
+    """The body, as it arrives, refused once it passes `room` bytes."""
     too_large = ExplainError(
-        f"{url}: the body is larger than {BODY_BYTES // (1024 * 1024)} MiB, more than any "
-        f"{PATH} page holds: not read"
+        f"{url}: the body is larger than {BODY_BYTES // (1024 * 1024)} MiB (the page's, or "
+        f"the traces' bodies together), more than any {PATH} keeps: not read"
     )
-    if response.content_length is not None and response.content_length > BODY_BYTES:
+    if response.content_length is not None and response.content_length > room:
         raise too_large
     chunks: list[bytes] = []
     size = 0
     async for chunk in response.content.iter_chunked(_CHUNK):
         size += len(chunk)
-        if size > BODY_BYTES:
+        if size > room:
             raise too_large
         chunks.append(chunk)
     return b"".join(chunks)

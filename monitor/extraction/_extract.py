@@ -36,6 +36,7 @@ def extract_trace(
     route_attribute: str,
     max_documents: int | None = None,
     conventions: Sequence[Convention] = (),
+    address: str | None = None,
 ) -> Extraction:
     """`extract_records`, or why the trace is unreadable."""
     try:
@@ -44,6 +45,7 @@ def extract_trace(
             route_attribute=route_attribute,
             max_documents=max_documents,
             conventions=conventions,
+            address=address,
         )
     except DecodeError as exc:
         return Unreadable(exc.reason, exc.detail)
@@ -70,9 +72,10 @@ def extract_within(
     route_attribute: str,
     limits: SizeLimits,
     conventions: Sequence[Convention] = (),
+    address: str | None = None,
 ) -> TraceRecords | Unreadable:
     """`extract_trace`, each record bound by `limits`."""
-    extraction = extract_trace(spans, route_attribute, limits.max_documents, conventions)
+    extraction = extract_trace(spans, route_attribute, limits.max_documents, conventions, address)
     if isinstance(extraction, Unreadable):
         return extraction
     out = TraceRecords([], [], [])

@@ -75,12 +75,14 @@ def extract_records(
     route_attribute: str = "http.route",
     max_documents: int | None = None,
     conventions: Sequence[Convention] = (),
+    address: str | None = None,
 ) -> list[RagRecord]:
     """All records in one trace's spans (possibly none), read by the user's `conventions`
     before the shipped ones. With `max_documents`, a record is built with no more than one
-    document past it (see `monitor.records.parse_record`)."""
+    document past it (see `monitor.records.parse_record`). `address`: the client's that
+    sent the spans, where the receiver knows it (the prompt template's sender)."""
     with noting_unread() as unread, reading(conventions):
-        records = _trace_records(spans, route_attribute, max_documents)
+        records = _trace_records(spans, route_attribute, max_documents, address)
     for span in spans:  # values the decoders left out, at receipt or when first read
         unread.update(span.unread)
     if not unread or not records:
@@ -92,7 +94,7 @@ def extract_records(
 
 
 def _trace_records(
-    spans: Sequence[Span], route_attribute: str, max_documents: int | None
+    spans: Sequence[Span], route_attribute: str, max_documents: int | None, address: str | None
 ) -> list[RagRecord]:
     spans = join_log_events(spans)
     if not spans:
@@ -172,6 +174,7 @@ def _trace_records(
             arguments=arguments,
             trace_spans=ordered,
             max_documents=max_documents,
+            address=address,
         )
         return [record]
     records = []
@@ -216,6 +219,7 @@ def _trace_records(
                 arguments=arguments,
                 trace_spans=ordered,
                 max_documents=max_documents,
+                address=address,
             )
         )
     return records

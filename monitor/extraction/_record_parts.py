@@ -282,14 +282,18 @@ def build_record(
     arguments: list[str],
     trace_spans: list[Span],
     max_documents: int | None = None,
+    address: str | None = None,
 ) -> RagRecord:
     query = _query(answer, retrievals, top, request, requests)
     if top.docs is not None:
         context = Context(top.docs, "convention" if top.docs else "none")
     else:
         key = (str(common.get("service") or ""), str(common.get("route") or ""))
+        # The template's sender as the sender screen keys it (`monitor.records.sender`):
+        # the address the receiver saw, which a forger does not choose, then the instance id.
         instance = span.resource.get(INSTANCE_ID)
-        sender = instance if isinstance(instance, str) else ""
+        parts = (address, instance if isinstance(instance, str) else None)
+        sender = "/".join(p for p in parts if p)
         context = context_of(retrievals, answer, trace_spans, key, query, sender)
         query = context.query or query
     docs = context.docs

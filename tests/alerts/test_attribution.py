@@ -550,7 +550,7 @@ def test_a_backtest_prints_the_where_alert_as_an_event_of_its_own() -> None:
 
 
 def test_a_page_says_that_a_version_came_at_the_rise() -> None:
-    """A new version rolled out at the rise (a fifth of the traffic, then all of it): the
+    """A new version rolled out at the rise (all of the traffic at once): the
     page, its log line and its `Where` alert say the version changed at the rise, with its
     share of the verdicts before and since; `GET /alerts` has the figures."""
     stream, _ = make()

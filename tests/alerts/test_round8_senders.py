@@ -67,14 +67,15 @@ def test_a_forger_rotating_its_instance_id_pages_as_soon_as_with_one_key(share: 
     assert rotating <= 1.5 * one_key
 
 
-def test_a_flagged_forger_does_not_blind_a_young_history() -> None:
+@pytest.mark.parametrize("share", [0.2, 0.02])
+def test_a_flagged_forger_does_not_blind_a_young_history(share: float) -> None:
     """A rise on the third day: the forger's swing is flagged, and the season its hours
     are measured to wander about is learned from the screened hours as kappa is, so the
     doubling pages within 1.5 times the constant-rate control (round 7: against the season
     learned from all verdicts, the swing read as the honest hours wandering by 0.1 and
-    nothing paged in 6 h)."""
-    control = _minutes_to_page(0.2, rotate_h=3, swing=False, warmup_days=2.5)
-    forged = _minutes_to_page(0.2, rotate_h=3, warmup_days=2.5)
+    nothing paged in 6 h), at 20 % of the volume and at 2 %."""
+    control = _minutes_to_page(share, rotate_h=3, swing=False, warmup_days=2.5)
+    forged = _minutes_to_page(share, rotate_h=3, warmup_days=2.5)
     assert control < 60
     assert forged <= 1.5 * control
 

@@ -78,7 +78,27 @@ def _inconsistent(body: dict[str, Any]) -> None:
     body["pending"] = [["r" * 100_000, "shop", int(bucket), True, where, "t"]]
 
 
+UNSHOWN = "\u0000\n\u202e<b>x</b>"  # controls and a bidi override: no live value holds them
+
+
+def _unshown_values(body: dict[str, Any]) -> None:
+    """A slice, an awaiting record's dimension and an open trace's sums, each under a
+    value no live record gives (a live one has such characters replaced)."""
+    bucket = _shop_bucket(body)
+    cart = json.loads(json.dumps(body["windows"]["shop"][bucket]))
+    cart["slices"] = [["model", UNSHOWN, cart["total"]]]
+    body["windows"]["cart"] = {bucket: cart}
+    where = [""] * len(DIMENSIONS)
+    where[DIMENSIONS.index("model")] = UNSHOWN
+    body["pending"] = [["r", "shop", int(bucket), True, where, "t"]]
+    body["traces"] = [["shop", "t", int(bucket), [[True, "model", "m\u200b2", 1, 0, 0]]]]
+
+
 HOSTILE = {
+    "label values no live record gives": (
+        _unshown_values,
+        {"window": 1, "pending": 1, "traces": 1},
+    ),
     "a 400-digit count": (_huge_count, {"window": 1}),
     "a bucket 10**9 ahead": (_far_future, {"window": 1}),
     "a 10 MB service name": (_huge_name, {"window": 1}),

@@ -1,11 +1,14 @@
 """`rag-monitor explain --from-debug` against metrics ports that misbehave: real HTTP
-servers on 127.0.0.1 that drip their answer a byte at a time, send a body far larger than
-any `/debug/records` page, or send JSON nested past any page's depth. Each must end in one
-line on stderr and exit 1, within the deadline given, never a traceback or a hang.
+servers on 127.0.0.1 that drip their answer a byte at a time, answer each of many traces
+slowly, send a body far larger than any `/debug/records` page (or many trace bodies larger
+together than any monitor keeps), or send JSON nested past any page's depth. Each must end
+in one line on stderr and exit 1, within the deadline given, never a traceback or a hang.
 
 The deadline is injected (`deadline_s`) and the dripping servers never finish, so only the
-deadline can end a request: nothing here depends on how fast the machine is. The large
-body is streamed by the server a chunk at a time and never held whole by either side."""
+deadline can end a request; the slow server takes longer than the deadline to answer all
+its traces, however fast the machine: nothing here depends on how fast the machine is.
+The large bodies are streamed by the server a chunk at a time and never held whole by
+either side."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import orjson
 from aiohttp import web
 
 from monitor.cli.explain import explain_from_debug
@@ -28,12 +32,19 @@ CHUNK = b"0" * (1 << 20)
 DEEP = 200_000  # nesting of the deep bodies: past any JSON parser's recursion
 
 
-def _page() -> dict[str, Any]:
+def _page(traces: int = 1) -> dict[str, Any]:
+    kept = [KEPT] + [f"{8 + n:032x}" for n in range(traces - 1)]
     return {
         "extracted": [],
         "no_record": [],
-        "traces": [{"trace_id": KEPT, "spans": 1, "spans_left_out": 0}],
+        "traces": [{"trace_id": t, "spans": 1, "spans_left_out": 0} for t in kept],
     }
+
+
+def _trace(padding: int = 0) -> bytes:
+    """A kept trace's body: OTLP/JSON of no spans, `padding` bytes of a resource attribute."""
+    pad = {"key": "pad", "value": {"stringValue": "x" * padding}}
+    return orjson.dumps({"resourceSpans": [{"resource": {"attributes": [pad]}}]})
 
 
 async def _explain(url: str, deadline_s: float = 30.0) -> tuple[int, str, str]:
@@ -111,6 +122,25 @@ async def test_a_port_that_drips_its_answer_ends_at_the_deadline_in_one_line() -
         assert PATH in err
 
 
+async def test_traces_each_in_time_but_late_together_end_at_the_deadline() -> None:
+    """A page that lists three traces, each answered in 0.6 of the deadline: every request
+    alone would finish in time, the read as a whole cannot (three answers take 1.8 of it),
+    so a page listing thousands cannot hold explain for thousands of deadlines."""
+    deadline_s = 1.0
+
+    async def page(request: web.Request) -> web.Response:
+        return web.json_response(_page(traces=3))
+
+    async def slow_trace(request: web.Request) -> web.Response:
+        await asyncio.sleep(0.6 * deadline_s)  # the server's own pace, not a wait on it
+        return web.Response(body=_trace(), content_type="application/json")
+
+    async with _port([(PATH, page), (TRACES_PATH + "{trace_id}", slow_trace)]) as url:
+        code, out, err = await _explain(url, deadline_s=deadline_s)
+    _one_line(code, out, err, "no whole answer within 1 s")
+    assert TRACES_PATH in err
+
+
 def _huge(announced: bool) -> Handler:
     async def handler(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
@@ -143,6 +173,27 @@ async def test_a_body_larger_than_any_page_is_refused_in_one_line() -> None:
             code, out, err = await _explain(url)
         _one_line(code, out, err, "the body is larger than")
         assert TRACES_PATH + KEPT in err
+
+
+async def test_trace_bodies_larger_together_than_any_monitor_keeps_are_refused() -> None:
+    """A page that lists 20 traces, each body 1 MiB of OTLP/JSON (a monitor keeps 256 KiB a
+    trace, 4 MiB in all): each under the cap of one body, together past it; refused once
+    the bodies read pass the cap, the rest not read."""
+    body = _trace(padding=1 << 20)
+    asked: list[str] = []
+
+    async def page(request: web.Request) -> web.Response:
+        return web.json_response(_page(traces=20))
+
+    async def trace(request: web.Request) -> web.Response:
+        asked.append(request.match_info["trace_id"])
+        return web.Response(body=body, content_type="application/json")
+
+    async with _port([(PATH, page), (TRACES_PATH + "{trace_id}", trace)]) as url:
+        code, out, err = await _explain(url)
+    _one_line(code, out, err, "the body is larger than")
+    assert TRACES_PATH in err
+    assert len(asked) < 20
 
 
 async def test_a_body_nested_past_any_page_is_refused_in_one_line() -> None:

@@ -77,3 +77,17 @@ def test_the_openai_v2_requirements_the_docs_name_are_ones_pip_accepts() -> None
         if not r.specifier.contains(pinned[r.name], prereleases=bool(r.specifier.prereleases))
     ]
     assert not refused, f"pip refuses the versions the tests run: {refused}"
+
+
+def test_the_quick_start_says_when_the_first_verdicts_come() -> None:
+    """The sample's first verdicts wait `trace_assembly.late_spans_wait_s` (a service's first
+    traces wait for spans that end after their root): the quick start says that wait."""
+    from monitor.config import Config
+
+    quick_start = README.split("## Quick start")[1].split("\n## ")[0]
+    said = re.search(
+        r"About (\d+) s later \(a service's first traces wait\s+`([a-z_.]+)`", quick_start
+    )
+    assert said is not None, "the quick start says when the first verdicts come"
+    assert said[2] == "trace_assembly.late_spans_wait_s"
+    assert float(said[1]) == Config().trace_assembly.late_spans_wait_s

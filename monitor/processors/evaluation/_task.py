@@ -31,7 +31,7 @@ from monitor.config import EvaluatorConfig
 from monitor.evaluators.base import CpuScorer
 from monitor.evaluators.factory import BuildContext
 from monitor.extraction import Convention, TraceRecords, Unreadable, extract_within
-from monitor.records import EXTRACTION_SUSPECT, TOPIC, RagRecord
+from monitor.records import CLIENT_ADDRESS, EXTRACTION_SUSPECT, TOPIC, RagRecord
 from monitor.records.fingerprint import request_fingerprint
 from monitor.records.limits import SizeLimits
 from monitor.records.where import Where
@@ -188,8 +188,9 @@ def run(
     for job in batch.jobs:
         extraction = None
         if job.record is None:
+            address = job.metadata.get(CLIENT_ADDRESS) if job.metadata else None
             extraction = extract_within(
-                job.spans, settings.route_attribute, settings.limits, settings.conventions
+                job.spans, settings.route_attribute, settings.limits, settings.conventions, address
             )
             if isinstance(extraction, TraceRecords):
                 if settings.topics:
