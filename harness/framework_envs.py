@@ -28,7 +28,7 @@ from harness.arrivals import Watched
 from harness.children import forget, spawn, spawn_async
 from harness.pipeline import RecordingStage, metric_value, receiver_config
 from harness.wait import wait_until_async
-from monitor.config import Config, EvaluatorConfig
+from monitor.config import Config, EvaluatorConfig, TraceAssembly
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
 from monitor.records import EXTRACTION_SUSPECT, RagRecord
@@ -344,6 +344,13 @@ def app_monitor_config() -> Config:
     return receiver_config(idle_timeout_s=APP_IDLE_TIMEOUT_S)
 
 
+def default_assembly_config() -> Config:
+    """`app_monitor_config`'s receivers with `trace_assembly` at the monitor's defaults (its
+    10 s idle timeout among them): a real app's traces as a deployment that set nothing
+    assembles them."""
+    return app_monitor_config().model_copy(update={"trace_assembly": TraceAssembly()})
+
+
 class Monitor:
     """The receivers and the trace stage an app sends to (`Watched`: `arrivals` counts its
     log events apart from its spans), with a `RecordingStage` behind them."""
@@ -376,11 +383,11 @@ class Monitor:
 
 
 async def against_the_monitor(
-    telemetry: Telemetry, run: Callable[[str], Awaitable[Answers]]
+    telemetry: Telemetry, run: Callable[[str], Awaitable[Answers]], config: Config | None = None
 ) -> tuple[RecordingStage, list[dict[str, Any]], int]:
-    """`Monitor.run` with the default configuration: the records, the app's answers and
-    its trace count."""
-    monitor = Monitor(telemetry)
+    """`Monitor.run` with `config` (by default `app_monitor_config`): the records, the
+    app's answers and its trace count."""
+    monitor = Monitor(telemetry, config)
     answers, traces = await monitor.run(run)
     return monitor.stage, answers, traces
 
