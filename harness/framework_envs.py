@@ -363,16 +363,21 @@ class Monitor:
 
     async def run(self, run: Callable[[str], Awaitable[Answers]]) -> Answers:
         """Start, `run` an app against the OTLP/HTTP endpoint, and wait until every trace
-        it sent was released by its root and each question's record arrived; stop. The
-        app's answers and its trace count."""
+        it sent was released by its root and each question's record arrived (or until the
+        idle timeout cut one); stop. The app's answers and its trace count."""
         await self.served.start()
         try:
             assert self.served.http is not None
             answers, traces = await run(f"http://127.0.0.1:{self.served.http.port}/v1/traces")
-            await wait_until_async(
-                lambda: self.assembled("root_ended") >= traces, APP_WAIT_S, "all traces assembled"
-            )
-            for answer in answers:
+
+            # A trace the idle timeout cut is never released by its root (its later spans
+            # are dropped as late): the test's own checks then say what came.
+            def settled() -> bool:
+                cut = self.assembled("idle_timeout") > 0
+                return cut or self.assembled("root_ended") >= traces
+
+            await wait_until_async(settled, APP_WAIT_S, "all traces assembled")
+            for answer in answers if not self.assembled("idle_timeout") else []:
                 await self.stage.wait_for(str(answer["trace_id"]))
         finally:
             await self.served.shutdown(5)

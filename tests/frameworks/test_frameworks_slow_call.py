@@ -37,10 +37,10 @@ async def test_a_model_call_slower_than_the_idle_timeout_gives_one_whole_record(
         config,
     )
     assert [a["question"] for a in answers] == [q for q, _ in QUESTIONS[:SLOW_QUESTIONS]]
-    assert len(stage.records) == len(answers), [r.query for _, r in stage.records]
     # No trace was cut: each was released by its root, and every trace but the questions'
     # (the index build's) was counted as giving no record.
     assert _value(telemetry, "traces_assembled_total", trigger="idle_timeout") == 0
+    assert len(stage.records) == len(answers), [r.query for _, r in stage.records]
     assert _value(telemetry, "traces_assembled_total", trigger="root_ended") == traces
     not_rag = _value(telemetry, "dropped_total", stage="assemble", reason="not_rag")
     assert not_rag == traces - len(answers)
