@@ -57,6 +57,10 @@ QUESTIONS: tuple[tuple[str, str], ...] = (
     ("How often does the Moon orbit the Earth?", "kb/moon.md"),
     ("Why does honey never spoil?", "kb/honey.md"),
 )
+# The slow model of `llama_index_app`'s `slow-call` variant: each call takes longer than
+# `trace_assembly.idle_timeout_s`'s default, for the first questions only.
+SLOW_CALL_S = 15.0
+SLOW_QUESTIONS = 2
 # Conversations of two turns: (first question, follow-up, the follow-up made standalone,
 # the document that answers both).
 CONVERSATIONS: tuple[tuple[str, str, str, str], ...] = (

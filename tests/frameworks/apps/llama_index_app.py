@@ -4,7 +4,9 @@ ENDPOINT`, VARIANT one of:
 - `query-completion`: a query engine over a completion model (`predict` → `complete`);
 - `query-chat`: a query engine over a chat model (`predict` → `chat` → `complete`);
 - `chat-engine`: a condense-plus-context chat engine over the chat model, two turns per
-  conversation (the follow-up is condensed into a standalone question before retrieval).
+  conversation (the follow-up is condensed into a standalone question before retrieval);
+- `slow-call`: `query-completion` for the first `SLOW_QUESTIONS` questions, each model call
+  taking `SLOW_CALL_S` (the process really waits), as a slow hosted model's does.
 The index is a `VectorStoreIndex` built at start-up (that build is traced too, as in a
 real app) with a hashing embedding; the LLM is a `CustomLLM` answering by
 `scripted_answer`. Prints one JSON line per question (`framework_apps.report`)."""
@@ -12,6 +14,7 @@ real app) with a hashing embedding; the LLM is a `CustomLLM` answering by
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any
 
 from llama_index.core import Document, Settings, VectorStoreIndex
@@ -26,6 +29,8 @@ from tests.frameworks.apps.framework_apps import (
     CONVERSATIONS,
     KB,
     QUESTIONS,
+    SLOW_CALL_S,
+    SLOW_QUESTIONS,
     embed,
     finish,
     report,
@@ -50,6 +55,7 @@ class ScriptedLLM(CustomLLM):
     messages into one prompt (LlamaIndex's `CustomLLM.chat`), as local models do."""
 
     chat_model: bool = False
+    delay_s: float = 0.0
 
     @property
     def metadata(self) -> LLMMetadata:
@@ -57,6 +63,7 @@ class ScriptedLLM(CustomLLM):
 
     @llm_completion_callback()
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
+        time.sleep(self.delay_s)
         return CompletionResponse(text=scripted_answer(prompt))
 
     @llm_completion_callback()
@@ -82,14 +89,18 @@ def main(instrumentation: str, variant: str, endpoint: str) -> None:
 
         Traceloop().instrument(tracer_provider=provider)  # type: ignore[no-untyped-call]
     Settings.embed_model = HashingEmbedding(model_name="hashing")
-    Settings.llm = ScriptedLLM(chat_model=variant != "query-completion")
+    slow = variant == "slow-call"
+    Settings.llm = ScriptedLLM(
+        chat_model=variant not in ("query-completion", "slow-call"),
+        delay_s=SLOW_CALL_S if slow else 0.0,
+    )
     index = VectorStoreIndex.from_documents(
         [Document(text=text, id_=uri, metadata={"source": uri}) for uri, text in KB.items()]
     )
-    if variant.startswith("query"):
+    if variant != "chat-engine":
         engine = index.as_query_engine(similarity_top_k=2)
         tracer = provider.get_tracer("app")
-        for question, _ in QUESTIONS:
+        for question, _ in QUESTIONS[:SLOW_QUESTIONS] if slow else QUESTIONS:
             with tracer.start_as_current_span("POST /ask", attributes={"http.route": "/ask"}):
                 trace_id = f"{trace.get_current_span().get_span_context().trace_id:032x}"
                 response = engine.query(question)
