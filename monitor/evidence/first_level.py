@@ -6,12 +6,16 @@ turns, a burst of one request, a topic's minutes fall mostly within one, with an
 without), until the level holds `min_samples` verdicts in `MIN_UNITS` units at least, or
 until the units since some split read above the `MIN_UNITS` or more before it by
 `CHANGE_Z` standard errors: a rise while the level fills (a slow service's first minutes)
-is no part of it, the level is what came before it (`frozen`). What comes later in the
-rule's first `SPAN_S` is judged against the level, never learned into it. Its error counts
-them with the design effect their units show (the spread of each unit's defects about the
-level's rate against what independent verdicts give), raised by that estimate's own error
-and never below `DESIGN_PRIOR`: on clustered verdicts a binomial error is several times too
-small, and a flat level read low pages a healthy stream.
+is no part of it, the level is what came before it (`frozen`). While the best split
+reads above `SUSPECT_Z` the level keeps filling past `min_samples` (`held`, up to
+`HOLD_FACTOR` times it), so that a rise not yet told apart when it would have filled is
+cut once it is; a hold that ends uncut leaves the first `min_samples` verdicts, the level
+it would have been. What comes later in the rule's first `SPAN_S` is judged against the
+level, never learned into it. Its error counts them with the design effect their units
+show (the spread of each unit's defects about the level's rate against what independent
+verdicts give), raised by that estimate's own error and never below `DESIGN_PRIOR`: on
+clustered verdicts a binomial error is several times too small, and a flat level read low
+pages a healthy stream.
 """
 
 from __future__ import annotations
@@ -44,6 +48,12 @@ CHANGE_Z = 3.5
 # The least share of `min_samples` the units before a change hold to be the level: fewer
 # verdicts are no level the test could judge a rise against.
 MIN_SHARE = 0.2
+# Standard errors of the best split above which a change is suspected: the level keeps
+# filling instead of filling at `min_samples`, since the split's z grows with the verdicts
+# after it (those before it are fixed) and a rise told apart later is still cut out.
+SUSPECT_Z = 2.0
+# How many times `min_samples` a suspected level holds at most before it fills anyway.
+HOLD_FACTOR = 3.0
 
 
 @dataclass(slots=True)
@@ -58,16 +68,19 @@ class FirstLevel:
     frozen: bool = False
     # Once ready its units no longer change (`restore` starts over): asked for every verdict.
     full: bool = False
+    # The last scan suspected a change: it keeps filling past `min_samples`.
+    held: bool = False
 
     @property
     def count(self) -> float:
         return sum(sums[0] for sums in self.units.values())
 
     def ready(self) -> bool:
-        """It holds `min_samples` verdicts in `MIN_UNITS` units, or what came before a
-        change: it is a level, and full."""
+        """It holds `min_samples` verdicts in `MIN_UNITS` units and no change is suspected,
+        or what came before a change: it is a level, and full."""
         if not self.full:
             enough = self.count >= self.min_samples and len(self.units) >= MIN_UNITS
+            enough = enough and not self.held
             self.full = self.frozen or enough
         return self.full
 
@@ -80,24 +93,49 @@ class FirstLevel:
         if self.start is None:
             self.start = now
         index = max(0, int((now - self.start) // UNIT_S))
-        if index not in self.units and self._cut_at_change(now):
+        if index not in self.units and self._close_units(now):
             return
         share = 1.0
-        if len(self.units) + (index not in self.units) >= MIN_UNITS:
+        if len(self.units) + (index not in self.units) >= MIN_UNITS and not self.held:
             share = min(1.0, max(0.0, self.min_samples - self.count) / moments.samples)
             share = share if share > 0 else 1.0
         sums = self.units.setdefault(index, [0.0, 0.0, 0.0])
         for i, x in enumerate((moments.samples, moments.defects, moments.squares)):
             sums[i] += x * share
 
+    def _close_units(self, now: float) -> bool:
+        """Whether the units closed so far are the level: cut at a change, or held open past
+        `min_samples` and no longer suspected (or at `HOLD_FACTOR`), when the level is its
+        first `min_samples` verdicts as it would have been unheld."""
+        was_held = self.held
+        if self._cut_at_change(now):
+            return True
+        if not was_held or self.held or self.count < self.min_samples:
+            return False
+        kept: dict[int, list[float]] = {}
+        room = self.min_samples
+        for index in sorted(self.units):
+            sums = self.units[index]
+            whole = len(kept) < MIN_UNITS or sums[0] <= 0
+            share = 1.0 if whole else min(1.0, max(room, 0.0) / sums[0])
+            kept[index] = [x * share for x in sums]
+            room -= sums[0] * share
+            if room <= 0 and len(kept) >= MIN_UNITS:
+                break
+        self.units = kept
+        return True
+
     def _cut_at_change(self, now: float) -> bool:
         """Whether the units since some split read above the `MIN_UNITS` or more before it
         (`MIN_SHARE` of `min_samples` at least) by `CHANGE_Z` standard errors (the variance of
         all the units, the design effect of those before); if so, the level is the units
         before the first split that crosses. Only in the level's first `SPAN_S`: it stands
-        in no longer."""
+        in no longer. A split above `SUSPECT_Z` holds the level open (`held`) until it holds
+        `HOLD_FACTOR` x `min_samples` verdicts."""
+        self.held = False
         if len(self.units) <= MIN_UNITS or self.start is None or now - self.start >= SPAN_S:
             return False
+        best = -math.inf
         order = sorted(self.units)
         # Running sums of the units before each split: verdicts, defects, squares, and for
         # their spread, defects squared, defects x verdicts, verdicts squared.
@@ -120,10 +158,15 @@ class FirstLevel:
             spread = dd - 2 * mean_b * dm + mean_b * mean_b * mm
             design = _design(split, n_b, spread, variance)
             se2 = design * variance * (1 / n_b + 1 / n_a)
-            if se2 > 0 and mean_a - mean_b >= CHANGE_Z * math.sqrt(se2):
+            if se2 <= 0:
+                continue
+            z = (mean_a - mean_b) / math.sqrt(se2)
+            if z >= CHANGE_Z:
                 self.units = {i: self.units[i] for i in order[:split]}
                 self.frozen = True
                 return True
+            best = max(best, z)
+        self.held = best >= SUSPECT_Z and total[0] < HOLD_FACTOR * self.min_samples
         return False
 
     def design(self, mean: float, variance: float) -> float:
@@ -148,11 +191,12 @@ class FirstLevel:
             "start": self.start,
             "units": [[index, *sums] for index, sums in sorted(self.units.items())],
             "frozen": self.frozen,
+            "held": self.held,
         }
 
     def restore(self, raw: Any) -> None:
         """A saved level; None (a state file from before it was kept) starts none."""
-        self.start, self.units, self.frozen, self.full = None, {}, False, False
+        self.start, self.units, self.frozen, self.full, self.held = None, {}, False, False, False
         if raw is None:
             return
         if not isinstance(raw, dict) or not isinstance(raw.get("units"), list):
@@ -163,6 +207,10 @@ class FirstLevel:
         if not isinstance(frozen, bool):
             raise TypeError("first verdicts: frozen is true or false")
         self.frozen = frozen
+        held = raw.get("held", False)
+        if not isinstance(held, bool):
+            raise TypeError("first verdicts: held is true or false")
+        self.held = held
         for entry in raw["units"]:
             if not isinstance(entry, list) or len(entry) != 4:
                 raise TypeError("first verdicts: [unit, verdicts, sum, squares] expected")

@@ -9,7 +9,14 @@ import random
 import pytest
 
 from monitor.evidence import FirstLevel, Moments
-from monitor.evidence.first_level import DESIGN_PRIOR, MIN_SHARE, MIN_UNITS, SPAN_S, UNIT_S
+from monitor.evidence.first_level import (
+    DESIGN_PRIOR,
+    HOLD_FACTOR,
+    MIN_SHARE,
+    MIN_UNITS,
+    SPAN_S,
+    UNIT_S,
+)
 
 
 def verdicts(level: FirstLevel, values: list[float], start: float, per_s: float) -> None:
@@ -44,17 +51,19 @@ def test_clustered_verdicts_count_with_their_design_effect() -> None:
     """Rows of 15 verdicts that share a rate (ICC about 0.3): the level's error units are
     several times its verdicts; independent ones stay at the prior."""
     rng = random.Random(3)
+    # Enough that a level held open at a suspected change fills (at `HOLD_FACTOR` at most).
+    enough = int(HOLD_FACTOR * 1000) + 30
     clustered: list[float] = []
-    while len(clustered) < 1000:
+    while len(clustered) < enough:
         p = min(1.0, max(0.0, rng.betavariate(0.47, 1.87)))  # mean 0.2, ICC 0.3
         clustered += [float(rng.random() < p) for _ in range(15)]
-    independent = [float(rng.random() < 0.2) for _ in range(1000)]
+    independent = [float(rng.random() < 0.2) for _ in range(enough)]
     designs = []
     for values in (clustered, independent):
         level = FirstLevel(1000)
         verdicts(level, values, 0.0, 1.0)
-        full = level.level(1000.0)
-        assert full is not None
+        full = level.level(SPAN_S - 1)
+        assert full is not None and full.samples == 1000
         designs.append(full.error_units / full.samples)
     assert designs[0] > 3.0
     assert designs[1] == DESIGN_PRIOR
@@ -100,3 +109,36 @@ def test_its_state_survives_a_restart_and_an_old_file_has_none() -> None:
         again.restore({**old, "frozen": "yes"})
     with pytest.raises(TypeError):
         again.restore({"units": [[0, 1.0]]})
+
+
+def test_a_rise_not_yet_told_apart_at_min_samples_holds_the_level_open_until_it_is() -> None:
+    """0.10 for two minutes at 2 a second, then 0.30: at 500 verdicts some of these rises
+    read only a little above their first minutes; the level keeps filling while a change
+    is suspected, and every one is cut where it began."""
+    for seed in range(20):
+        rng = random.Random(seed)
+        healthy = [float(rng.random() < 0.10) for _ in range(240)]
+        rise = [float(rng.random() < 0.30) for _ in range(int(HOLD_FACTOR * 500))]
+        level = FirstLevel(500)
+        verdicts(level, healthy + rise, 0.0, 2.0)
+        cut = level.level(1000.0)
+        assert level.frozen and cut is not None and cut.samples == 240, seed
+
+
+def test_a_level_held_open_at_a_change_it_never_tells_apart_fills_at_min_samples() -> None:
+    """A x2 (0.10 to 0.20 at 2 a second, evenly) keeps the best split above `SUSPECT_Z` and
+    below `CHANGE_Z`: the level fills once it holds `HOLD_FACTOR` x `min_samples`, as the
+    first `min_samples` verdicts, what it would have been unheld."""
+    values = [float(i % 10 == 0) for i in range(240)] + [float(i % 5 == 0) for i in range(1400)]
+    cap = int(HOLD_FACTOR * 500)
+    level = FirstLevel(500)
+    verdicts(level, values[: cap - 60], 0.0, 2.0)
+    assert level.held and level.level(1000.0) is None
+    verdicts(level, values[cap - 60 :], (cap - 60) / 2.0, 2.0)
+    full = level.level(1000.0)
+    assert not level.frozen and full is not None and full.samples == 500
+    assert full.mean == pytest.approx(sum(values[:500]) / 500)
+    again = FirstLevel(500)
+    verdicts(again, values[: cap - 60], 0.0, 2.0)
+    again.restore(json.loads(json.dumps(again.saved())))
+    assert again.held and again.level(1000.0) is None  # held across a restart

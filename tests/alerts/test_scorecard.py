@@ -55,6 +55,16 @@ def test_a_fresh_rule_pages_a_rise_from_its_third_minute_against_the_healthy_rat
         assert run["expected"] == pytest.approx(0.10, abs=0.03)
 
 
+def test_a_rise_not_yet_told_apart_when_the_first_level_would_fill_is_cut_out() -> None:
+    """The default rule at 2 verdicts a second: the x3 from the 3rd minute reads under 3.5
+    standard errors above the two minutes before it when 500 verdicts have come in, in this
+    run; the level keeps filling while the change is suspected, is cut where the rise began
+    once it is told apart, and the rise pages against the healthy rate."""
+    (run,) = recomputed("fresh: default rule at 2/s")
+    assert math.isfinite(run["minutes"])
+    assert run["expected"] == pytest.approx(0.10, abs=0.03)
+
+
 def test_a_rule_whose_window_holds_fewer_than_min_samples_pages_on_its_evidence() -> None:
     """The compressed rule (a 30 s window, `min_samples` 100) at 2 verdicts a second: its
     window never holds 100 verdicts, and the sequential test's evidence, which reaches past
