@@ -70,6 +70,7 @@ def scripted_extraction(spec: EvaluatorConfig) -> ScriptedScorer:
         route_attribute: str,
         limits: SizeLimits,
         conventions: Sequence[Convention] = (),
+        address: str | None = None,
     ) -> TraceRecords | Unreadable:
         for span in spans:
             once = span.name.startswith("hang-once:")
@@ -78,7 +79,7 @@ def scripted_extraction(spec: EvaluatorConfig) -> ScriptedScorer:
                 if not (once and path.exists()):
                     path.touch()
                     threading.Event().wait()
-        return real(spans, route_attribute, limits, conventions)
+        return real(spans, route_attribute, limits, conventions, address)
 
     # Replaces the name that the evaluation task looks up in its module.
     vars(_task)["extract_within"] = extract
