@@ -99,6 +99,7 @@ def pool(
         deadline_s,
         telemetry,
         initializer=worker_initializer(specs, Settings(), factory),
+        role="evaluation worker process",
     )
 
 

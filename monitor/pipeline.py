@@ -374,6 +374,7 @@ def _evaluation_stage(
             telemetry,
             initializer=worker_initializer(cpu_entries, settings, previous=cpu_previous),
             preload=PRELOAD,
+            role="evaluation worker process",
         )
         if pipeline.processes > 0 and cpu_entries
         else None

@@ -32,7 +32,6 @@ R = TypeVar("R")
 DEPTH = 2  # tasks in flight per worker: it never idles waiting for the next
 _STARTUP_TIMEOUT_S = 120.0  # imports and initializers (models load)
 _WATCH_S = 0.2  # how often the pool looks for a pebble pool that a death broke
-_WORKER = "evaluation worker process"
 _Answer = asyncio.Future[object]
 _Error = BaseException | None
 PICKLE = pickle.HIGHEST_PROTOCOL
@@ -131,8 +130,10 @@ class ProcessPool:
         *,
         initializer: Callable[[], object] | None = None,
         preload: Sequence[str] = (),
+        role: str = "worker process",
     ) -> None:
         self.size, self.slots = processes, processes * DEPTH
+        self._role = role  # what logs and errors call a worker: the user's word for it
         self._timeout = timeout_s
         # One worker is spawned; several fork from a fork server that imports `preload`.
         forked = None if processes == 1 else [*preload, "monitor.pool._fork_server"]
@@ -185,9 +186,9 @@ class ProcessPool:
             self._failed = f"not set up within {_STARTUP_TIMEOUT_S:g}s"
         if self._failed:
             await self.shutdown(0.0)
-            raise RuntimeError(f"an {_WORKER} failed to initialize: {self._failed}")
+            raise RuntimeError(f"{self._role} failed to initialize: {self._failed}")
         self._watching = loop.create_task(self._watch(), name="pool-watch")
-        log.info("%d %ses, %d tasks in flight each", self.size, _WORKER, DEPTH)
+        log.info("%d %ses, %d tasks in flight each", self.size, self._role, DEPTH)
 
     async def submit(self, function: Callable[[P], R], payload: P, *, timeout_s: float = 0.0) -> R:
         """`function(payload)` in a worker, once a slot is free. Raises `WorkerLost` or
@@ -213,7 +214,7 @@ class ProcessPool:
                 await asyncio.to_thread(_close, self._pebble)
         for task in self._in_flight.values():
             if not task.answer.done():
-                task.answer.set_exception(WorkerLost(f"{_WORKER} stopped", stopping=True))
+                task.answer.set_exception(WorkerLost(f"{self._role} stopped", stopping=True))
         if self._started:
             asyncio.get_running_loop().remove_reader(self._notices[0].fileno())
         for end in self._notices:
@@ -224,7 +225,7 @@ class ProcessPool:
         for _ in (1, 2):  # a task no worker took when a death broke the pool goes again, once
             pool, loop = self._pebble, asyncio.get_running_loop()
             if self._stopping or pool is None:
-                raise WorkerLost(f"the {_WORKER} pool is shut down", stopping=True)
+                raise WorkerLost(f"the {self._role} pool is shut down", stopping=True)
             answer: _Answer = loop.create_future()
             token = next(self._tokens)
             self._in_flight[token] = _InFlight(answer)
@@ -237,7 +238,7 @@ class ProcessPool:
                 await self._renew(pool)
             finally:
                 del self._in_flight[token]
-        raise WorkerLost(f"{_WORKER} died", stopping=self._stopping)
+        raise WorkerLost(f"{self._role} died", stopping=self._stopping)
 
     def _settle(
         self, answer: _Answer, token: int, deadline_s: float, outcome: object, error: _Error
@@ -263,10 +264,10 @@ class ProcessPool:
 
     def _lost(self, reason: str, detail: str, pid: int = 0) -> WorkerLost:
         if self._stopping:
-            return WorkerLost(f"{_WORKER} stopped", stopping=True)
+            return WorkerLost(f"{self._role} stopped", stopping=True)
         self._restarts.labels(reason).inc()
         self._expected += 1  # its replacement
-        error = f"{_WORKER} {reason}"
+        error = f"{self._role} {reason}"
         log.warning("%s (%s%s); replaced", error, f"pid {pid}, " if pid else "", detail)
         return WorkerLost(error if pid else f"{error} ({detail})", stopping=False)
 
@@ -281,7 +282,7 @@ class ProcessPool:
 
     def _ready(self, pid: int, failed: str) -> None:
         if failed:
-            log.error("%s %s failed to initialize: %s", _WORKER, pid, failed)
+            log.error("%s %s failed to initialize: %s", self._role, pid, failed)
             self._failed = failed
         self._pids = {known for known in self._pids if running(known)} | {pid}
         self._reported.set()
@@ -293,11 +294,11 @@ class ProcessPool:
         self._restarts.labels("died").inc()
         for token, task in self._in_flight.items():
             if task.worker and not task.answer.done() and not running(task.worker):
-                log.warning("%s died (pid %d); %d replaces it", _WORKER, task.worker, pid)
-                task.answer.set_exception(WorkerLost(f"{_WORKER} died", stopping=False))
+                log.warning("%s died (pid %d); %d replaces it", self._role, task.worker, pid)
+                task.answer.set_exception(WorkerLost(f"{self._role} died", stopping=False))
                 self._answered.add(token)
                 return
-        log.warning("an %s died while idle; %s replaces it", _WORKER, pid)
+        log.warning("%s died while idle; %s replaces it", self._role, pid)
 
     async def _renew(self, broken: pebble.ProcessPool | None) -> None:
         """A new pebble pool in place of `broken` (none at start), once however many noticed."""
@@ -305,7 +306,7 @@ class ProcessPool:
             if self._pebble is not broken or self._stopping or (broken and broken.active):
                 return
             if broken is not None:
-                log.warning("a death broke the %s pool: starting it again", _WORKER)
+                log.warning("a death broke the %s pool: starting it again", self._role)
                 self._expected += len(self.pids)  # any other replaces an uncounted death
                 self._pids.clear()
                 await asyncio.to_thread(_close, broken)
