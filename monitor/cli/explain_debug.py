@@ -117,9 +117,11 @@ async def _get(session: aiohttp.ClientSession, url: str, read: _Read, what: str)
 
 async def _bounded(response: aiohttp.ClientResponse, url: str, room: int) -> bytes:
     """The body, as it arrives, refused once it passes `room` bytes."""
+    cap = f"{BODY_BYTES // (1024 * 1024)} MiB"
+    left = cap if room == BODY_BYTES else f"the {room:,} bytes left of {cap}"
     too_large = ExplainError(
-        f"{url}: the body is larger than {BODY_BYTES // (1024 * 1024)} MiB (the page's, or "
-        f"the traces' bodies together), more than any {PATH} keeps: not read"
+        f"{url}: the body is larger than {left} (the page and its traces' bodies "
+        f"together), more than any {PATH} keeps: not read"
     )
     if response.content_length is not None and response.content_length > room:
         raise too_large

@@ -191,7 +191,8 @@ async def test_trace_bodies_larger_together_than_any_monitor_keeps_are_refused()
 
     async with _port([(PATH, page), (TRACES_PATH + "{trace_id}", trace)]) as url:
         code, out, err = await _explain(url)
-    _one_line(code, out, err, "the body is larger than")
+    _one_line(code, out, err, "the body is larger than the")
+    assert "bytes left of 16 MiB" in err, err
     assert TRACES_PATH in err
     assert len(asked) < 20
 
