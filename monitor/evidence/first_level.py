@@ -15,7 +15,9 @@ level, never learned into it. Its error counts them with the design effect their
 show (the spread of each unit's defects about the level's rate against what independent
 verdicts give), raised by that estimate's own error and never below `DESIGN_PRIOR`: on
 clustered verdicts a binomial error is several times too small, and a flat level read low
-pages a healthy stream.
+pages a healthy stream. A level cut at a change counts the design effect the cut measured
+on every unit, each part about its own mean: clustering is the stream's, before a rise and
+after it, and four units alone bound it so loosely that a level of them judges no rise.
 """
 
 from __future__ import annotations
@@ -130,8 +132,9 @@ class FirstLevel:
     def _cut_at_change(self, now: float) -> bool:
         """Whether the units since some split read above the `MIN_UNITS` or more before it
         (`MIN_SHARE` of `min_samples` at least) by `CHANGE_Z` standard errors (the variance of
-        all the units, the design effect of those before); if so, the level is the units
-        before the first split that crosses. Only in the level's first `SPAN_S`: it stands
+        all the units, the design effect of all of them, each part about its own mean); if
+        so, the level is the units before the first split that crosses, and its error counts
+        that design effect. Only in the level's first `SPAN_S`: it stands
         in no longer. A split above `SUSPECT_Z` holds the level open (`held`) until it holds
         `HOLD_FACTOR` x `min_samples` verdicts."""
         self.held = False
@@ -179,7 +182,8 @@ class FirstLevel:
 
     def design(self, mean: float, variance: float) -> float:
         """The design effect of the level's verdicts: the units' spread about `mean` over
-        what independent verdicts of `variance` give, with its error, at least the prior."""
+        what independent verdicts of `variance` give, with its error, at least the prior (a
+        cut level: what the cut measured)."""
         if self.frozen and self.cut_design is not None:
             return self.cut_design
         spread = sum((d - m * mean) ** 2 for m, d, _ in self.units.values())
@@ -244,8 +248,8 @@ def _relative(spread: float, variance: float) -> float:
 
 def _design(k: int, n: float, spread: float, variance: float, fitted: int = 1) -> float:
     """The design effect of `n` verdicts in `k` units whose defects spread `spread` (summed
-    squares) about their mean: over what independent verdicts of `variance` give, with its
-    error, at least the prior."""
+    squares) about the `fitted` means of their parts: over what independent verdicts of
+    `variance` give, with its error, at least the prior."""
     free = k - fitted
     if free < 1 or variance <= 0 or n <= 0:
         return DESIGN_PRIOR
