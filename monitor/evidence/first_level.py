@@ -15,7 +15,9 @@ level, never learned into it. Its error counts them with the design effect their
 show (the spread of each unit's defects about the level's rate against what independent
 verdicts give), raised by that estimate's own error and never below `DESIGN_PRIOR`: on
 clustered verdicts a binomial error is several times too small, and a flat level read low
-pages a healthy stream.
+pages a healthy stream. A level cut at a change counts the design effect the cut measured
+on every unit, each part about its own mean: clustering is the stream's, before a rise and
+after it, and four units alone bound it so loosely that a level of them judges no rise.
 """
 
 from __future__ import annotations
@@ -70,6 +72,8 @@ class FirstLevel:
     full: bool = False
     # The last scan suspected a change: it keeps filling past `min_samples`.
     held: bool = False
+    # The design effect measured at the cut (every unit, each part about its own mean).
+    cut_design: float | None = None
 
     @property
     def count(self) -> float:
@@ -128,8 +132,9 @@ class FirstLevel:
     def _cut_at_change(self, now: float) -> bool:
         """Whether the units since some split read above the `MIN_UNITS` or more before it
         (`MIN_SHARE` of `min_samples` at least) by `CHANGE_Z` standard errors (the variance of
-        all the units, the design effect of those before); if so, the level is the units
-        before the first split that crosses. Only in the level's first `SPAN_S`: it stands
+        all the units, the design effect of all of them, each part about its own mean); if
+        so, the level is the units before the first split that crosses, and its error counts
+        that design effect. Only in the level's first `SPAN_S`: it stands
         in no longer. A split above `SUSPECT_Z` holds the level open (`held`) until it holds
         `HOLD_FACTOR` x `min_samples` verdicts."""
         self.held = False
@@ -147,7 +152,7 @@ class FirstLevel:
         total = prefix[-1]
         for split in range(MIN_UNITS, len(order)):
             n_b, d_b, q_b, dd, dm, mm = prefix[split]
-            n_a, d_a, q_a = (total[i] - prefix[split][i] for i in range(3))
+            n_a, d_a, q_a, dd_a, dm_a, mm_a = (total[i] - prefix[split][i] for i in range(6))
             if n_b < self.min_samples * MIN_SHARE or n_a <= 0:
                 continue
             mean_b, mean_a = d_b / n_b, d_a / n_a
@@ -155,8 +160,13 @@ class FirstLevel:
             # verdicts that all passed are no level read exactly.
             pooled = (d_b + d_a) / (n_b + n_a)
             variance = max((q_b + q_a) / (n_b + n_a) - pooled * pooled, 0.0)
-            spread = dd - 2 * mean_b * dm + mean_b * mean_b * mm
-            design = _design(split, n_b, spread, variance)
+            # The design effect is the stream's, a rise or not: every unit counts, each
+            # about its own part's mean and over its own part's variance.
+            spread = _relative(dd - 2 * mean_b * dm + mean_b * mean_b * mm, q_b / n_b - mean_b**2)
+            spread += _relative(
+                dd_a - 2 * mean_a * dm_a + mean_a * mean_a * mm_a, q_a / n_a - mean_a**2
+            )
+            design = _design(len(order), n_b + n_a, spread, 1.0, fitted=2)
             se2 = design * variance * (1 / n_b + 1 / n_a)
             if se2 <= 0:
                 continue
@@ -164,6 +174,7 @@ class FirstLevel:
             if z >= CHANGE_Z:
                 self.units = {i: self.units[i] for i in order[:split]}
                 self.frozen = True
+                self.cut_design = design
                 return True
             best = max(best, z)
         self.held = best >= SUSPECT_Z and total[0] < HOLD_FACTOR * self.min_samples
@@ -171,7 +182,10 @@ class FirstLevel:
 
     def design(self, mean: float, variance: float) -> float:
         """The design effect of the level's verdicts: the units' spread about `mean` over
-        what independent verdicts of `variance` give, with its error, at least the prior."""
+        what independent verdicts of `variance` give, with its error, at least the prior (a
+        cut level: what the cut measured)."""
+        if self.frozen and self.cut_design is not None:
+            return self.cut_design
         spread = sum((d - m * mean) ** 2 for m, d, _ in self.units.values())
         return _design(len(self.units), self.count, spread, variance)
 
@@ -192,11 +206,13 @@ class FirstLevel:
             "units": [[index, *sums] for index, sums in sorted(self.units.items())],
             "frozen": self.frozen,
             "held": self.held,
+            "cut_design": self.cut_design,
         }
 
     def restore(self, raw: Any) -> None:
         """A saved level; None (a state file from before it was kept) starts none."""
         self.start, self.units, self.frozen, self.full, self.held = None, {}, False, False, False
+        self.cut_design = None
         if raw is None:
             return
         if not isinstance(raw, dict) or not isinstance(raw.get("units"), list):
@@ -211,6 +227,11 @@ class FirstLevel:
         if not isinstance(held, bool):
             raise TypeError("first verdicts: held is true or false")
         self.held = held
+        cut_design = raw.get("cut_design")
+        # A level cut before its design effect was kept counts its own units'.
+        self.cut_design = (
+            None if cut_design is None else max(saved_number(cut_design), DESIGN_PRIOR)
+        )
         for entry in raw["units"]:
             if not isinstance(entry, list) or len(entry) != 4:
                 raise TypeError("first verdicts: [unit, verdicts, sum, squares] expected")
@@ -220,11 +241,17 @@ class FirstLevel:
             self.units[int(index)] = sums
 
 
-def _design(k: int, n: float, spread: float, variance: float) -> float:
+def _relative(spread: float, variance: float) -> float:
+    """A part's spread over its own verdicts' variance (none where they all agree)."""
+    return spread / variance if variance > 0 else 0.0
+
+
+def _design(k: int, n: float, spread: float, variance: float, fitted: int = 1) -> float:
     """The design effect of `n` verdicts in `k` units whose defects spread `spread` (summed
-    squares) about their mean: over what independent verdicts of `variance` give, with its
-    error, at least the prior."""
-    if k < 2 or variance <= 0 or n <= 0:
+    squares) about the `fitted` means of their parts: over what independent verdicts of
+    `variance` give, with its error, at least the prior."""
+    free = k - fitted
+    if free < 1 or variance <= 0 or n <= 0:
         return DESIGN_PRIOR
-    measured = spread / (n * variance) * k / (k - 1)
-    return max(DESIGN_PRIOR, measured * (1.0 + DESIGN_Z * math.sqrt(2.0 / (k - 1))))
+    measured = spread / (n * variance) * k / free
+    return max(DESIGN_PRIOR, measured * (1.0 + DESIGN_Z * math.sqrt(2.0 / free)))

@@ -142,3 +142,31 @@ def test_a_level_held_open_at_a_change_it_never_tells_apart_fills_at_min_samples
     verdicts(again, values[: cap - 60], 0.0, 2.0)
     again.restore(json.loads(json.dumps(again.saved())))
     assert again.held and again.level(1000.0) is None  # held across a restart
+
+
+def test_a_cut_level_counts_the_design_effect_of_every_unit_each_part_about_its_mean() -> None:
+    """0.10 at 2 a second for two minutes, one of its units at 0.25 by chance, then 0.35:
+    the before part's four units alone bound the design effect at about 5, which would hide
+    the rise from the cut and leave its level unable to judge one; the stream's units, each
+    part about its own mean, show no clustering. A state file without it counts the level's
+    own units."""
+
+    def unit(defects: int) -> list[float]:
+        return [1.0] * defects + [0.0] * (60 - defects)
+
+    healthy = unit(6) + unit(6) + unit(6) + unit(15)
+    rise = [x for _ in range(8) for x in unit(21)]
+    level = FirstLevel(500)
+    verdicts(level, healthy + rise, 0.0, 2.0)
+    cut = level.level(1000.0)
+    assert level.frozen and cut is not None and cut.samples == 240
+    assert cut.mean == pytest.approx(33 / 240)
+    assert cut.error_units < 2.5 * cut.samples
+    again = FirstLevel(500)
+    again.restore(json.loads(json.dumps(level.saved())))
+    assert again.level(1000.0) == cut
+    old = level.saved()
+    del old["cut_design"]  # a state file from before the cut's design effect was kept
+    again.restore(old)
+    own = again.level(1000.0)
+    assert own is not None and own.error_units > 4 * own.samples
