@@ -35,6 +35,14 @@ Rows (`ROWS`), each over `--trials` seeded runs where it times a page:
   `tests/alerts/fresh_e2e.py`: window 30s, baseline 3m of 240 verdicts, a false page an
   hour) on 0.10 that rises x3 from its 3rd minute, at 1, 2 and 10 a second: minutes to
   page and the expectation the page states.
+- **changeover**: an evaluator's switch from revision "a" (reading the healthy service at
+  0.20) to "b" (0.15; the two disagree on about a sixth of the records) after four weeks of
+  "a", records at 1 a second one at a time (`harness/simulated_changeover.py`): with a day
+  of "b" in shadow at a share of 0.2 (the default) and 0.5, with "a" scoring 0.2 of the
+  records after the switch (`previous`), and with neither (a monitor release); x2 a
+  quarter hour (previous: 3 h, neither: 20 min) after the switch, page / limit at a base of
+  0.15, beside the same streams with no change at all; and each switch without a rise,
+  its false pages from the shadow's day to 6 h after the switch.
 
 `--write-golden` writes every run's numbers to `bench/scorecard.json`, which
 `tests/alerts/test_scorecard.py` recomputes in part and compares; `--write-docs` writes the

@@ -23,6 +23,7 @@ from harness.simulated_alerts import (
     until,
     warmed,
 )
+from harness.simulated_changeover import Changeover, changeover_healthy, changeover_trial
 
 GOLDEN = Path(__file__).resolve().parent.parent / "bench" / "scorecard.json"
 BUDGET_S = 90 * DAY_S
@@ -168,6 +169,22 @@ HEALTHY_STREAMS: dict[str, tuple[str, Any]] = {
 }
 
 
+# The changeover row (`harness/simulated_changeover.py`): x2 at a base of 0.15 at 1/s after
+# an evaluator's switch, with what the switch carries; its healthy cells run 6 h past it.
+CHANGEOVERS: dict[str, Changeover] = {
+    "a day of shadow at 0.2, x2 a quarter hour after the switch": Changeover(
+        shadow=0.2, rise_s=900.0
+    ),
+    "a day of shadow at 0.5, x2 a quarter hour after": Changeover(shadow=0.5, rise_s=900.0),
+    "previous at 0.2, x2 3 h after the switch": Changeover(previous=0.2, rise_s=3 * HOUR_S),
+    "neither shadow nor previous, x2 20 min after": Changeover(rise_s=1200.0),
+    "no change (b throughout), x2 a quarter hour in": Changeover(switch=False, rise_s=900.0),
+    "healthy: a switch after a day of shadow at 0.2": Changeover(shadow=0.2),
+    "healthy: a switch with previous at 0.2": Changeover(previous=0.2),
+    "healthy: a switch with neither": Changeover(),
+}
+
+
 @dataclass(frozen=True)
 class Cell:
     """One row's case: its name, the function of one run and its arguments (the seed
@@ -201,6 +218,9 @@ def cells(healthy_days: float) -> list[Cell]:
     for rate in (1.0, 10.0):
         name = f"healthy, ICC 0.3, no ids, daily cycle, at {rate:g}/s"
         out.append(Cell("fresh", name, fresh_healthy, (rate,), timed=False))
+    for name, change in CHANGEOVERS.items():
+        fn = changeover_trial if math.isfinite(change.rise_s) else changeover_healthy
+        out.append(Cell("changeover", name, fn, (change,)))
     return out
 
 
@@ -232,6 +252,9 @@ def shown(cell: Cell, runs: list[dict[str, float]]) -> list[str]:
         pages = sum(r["pages"] for r in runs)
         days = sum(r["days"] for r in runs)
         return [cell.name, f"{pages:g} in {days:g} service-days", f"{pages / days:.2f}"]
+    if cell.row == "changeover" and runs and "pages" in runs[0]:
+        pages = sum(r["pages"] for r in runs)
+        return [cell.name, f"{pages:g} false pages in {len(runs)} switches", "-"]
     if cell.row == "fresh" and runs and "pages" in runs[0]:
         pages = sum(r["pages"] for r in runs)
         starts = sum(r["starts"] for r in runs)
@@ -280,6 +303,11 @@ HEADERS = {
         "fresh start, 0.10 then x3 from the 3rd minute (or healthy, 4 h)",
         "min to page: median (worst)",
         "expectation the page states, median",
+    ],
+    "changeover": [
+        "an evaluator's switch (0.20 read as 0.15), 1/s, then x2",
+        "page / limit: median (worst)",
+        "paged before the rise",
     ],
 }
 

@@ -87,13 +87,16 @@ def counted(
     span_s: float,
     saved: dict[str, Any] | None = None,
     rule: dict[str, Any] = DEFAULT_RULE,
+    end: float | None = None,
 ) -> dict[str, Any]:
     """The engine's state after `span_s` of `spec`'s healthy hours fed as hourly counts,
-    ending `ROWS_WARM_S` before its start (or at it, going on from `saved`)."""
+    ending at `end` (by default `ROWS_WARM_S` before its start, or at it going on from
+    `saved`)."""
     from monitor.alerts import AlertEngine
     from monitor.telemetry import create_telemetry
 
-    end = START if saved is not None else START - ROWS_WARM_S
+    if end is None:
+        end = START if saved is not None else START - ROWS_WARM_S
     clock = [end - span_s]
     engine = AlertEngine.from_config(config(rule), create_telemetry(), clock=lambda: clock[0])
     if saved is not None:

@@ -94,13 +94,25 @@ def test_a_doubling_of_independent_verdicts_pages_near_the_information_limit() -
     assert run["ratio"] <= 2.0
 
 
+def test_a_switch_after_a_day_of_shadow_keeps_the_translated_level() -> None:
+    """An evaluator's switch after four weeks of revision "a" and a day of "b" scoring a
+    fifth of the records in shadow, then x2 a quarter hour later: judged against the level
+    of "a" translated by the offset measured in shadow (0.15, never an interim level), and
+    paged, none before the rise."""
+    (run,) = recomputed("changeover: a day of shadow at 0.2, x2 a quarter hour after the switch")
+    assert run["early"] == 0.0
+    assert math.isfinite(run["ratio"])
+    assert run["expected"] == pytest.approx(0.15, abs=0.01)
+    assert run["interim"] == 0.0
+
+
 def test_the_golden_file_holds_every_cell_and_its_healthy_rows_never_paged() -> None:
     names = {scorecard.key(c) for c in scorecard.cells(GOLDEN["healthy_days"])}
     assert set(GOLDEN["cells"]) == names
     healthy = [
         runs
         for name, runs in GOLDEN["cells"].items()
-        if name.startswith(("healthy:", "fresh: healthy"))
+        if name.startswith(("healthy:", "fresh: healthy", "changeover: healthy"))
     ]
     assert sum(r["pages"] for runs in healthy for r in runs) == 0
     early = [r for name, runs in GOLDEN["cells"].items() for r in runs if r.get("early")]

@@ -8,7 +8,12 @@ quotes): a golden file rewritten with a cell past its bound fails here.
 - the id corners as the issue found them or better (x2: a constant id 1.89 times, user ids
   0.95 times);
 - a fresh start with a x3 rise from its 3rd minute paged in every trial, the expectation
-  it states at the healthy rate 0.10.
+  it states at the healthy rate 0.10;
+- an evaluator's switch after a day of shadow (at the default share of 0.2): x2 a quarter
+  hour after it paged at a median within 1.5 times the limit, against the translated level;
+  without shadow or previous: x2 in the change's first hour paged in every trial within 3
+  times at the median, each page saying it judged on an interim level; no switch pages by
+  itself.
 
 A cell the issue's decisions leave open is a strict `xfail` saying which: it fails here once
 the cell meets its bound, so that its mark goes with the change that met it. Healthy rows'
@@ -96,3 +101,39 @@ def test_a_fresh_start_pages_a_rise_from_its_third_minute_against_the_healthy_ra
     paged = [r for r in runs if math.isfinite(r["minutes"])]
     assert len(paged) == len(runs), f"{cell}: {len(paged)} of {len(runs)} paged"
     assert all(r["expected"] == pytest.approx(0.10, abs=0.03) for r in paged), paged
+
+
+def _changeover(name: str) -> list[dict[str, float]]:
+    return CELLS[f"changeover: {name}"]
+
+
+def test_a_doubling_a_quarter_hour_after_a_switch_with_a_day_of_shadow_pages_near_the_limit() -> (
+    None
+):
+    runs = _changeover("a day of shadow at 0.2, x2 a quarter hour after the switch")
+    ratio = _median([r["ratio"] for r in runs])
+    assert ratio <= 1.5, f"median {ratio:.2f}x the limit"
+    # Against the level of the revision replaced, translated by the offset measured in shadow.
+    assert all(r["expected"] == pytest.approx(0.15, abs=0.02) for r in runs), runs
+    assert not any(r["interim"] for r in runs)
+
+
+def test_a_doubling_in_a_changes_first_hour_without_shadow_or_previous_pages_within_3x() -> None:
+    runs = _changeover("neither shadow nor previous, x2 20 min after")
+    assert all(math.isfinite(r["ratio"]) for r in runs), runs
+    ratio = _median([r["ratio"] for r in runs])
+    assert ratio <= 3.0, f"median {ratio:.2f}x the limit"
+    assert all(r["interim"] for r in runs), "a page on an interim level did not say so"
+
+
+def test_a_doubling_hours_after_a_switch_with_previous_pages_within_3x() -> None:
+    ratio = _median([r["ratio"] for r in _changeover("previous at 0.2, x2 3 h after the switch")])
+    assert ratio <= 3.0, f"median {ratio:.2f}x the limit"
+
+
+def test_no_switch_pages_by_itself() -> None:
+    healthy = [
+        r for name, runs in CELLS.items() if name.startswith("changeover: healthy") for r in runs
+    ]
+    assert len(healthy) >= 3
+    assert sum(r["pages"] for r in healthy) == 0
