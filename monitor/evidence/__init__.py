@@ -11,6 +11,7 @@
   `LONG_LEVEL_FACTOR`), a fresh rule's `FirstLevel`, an evaluator `Changeover` and its
   `Overlap`, and a `Shadow`;
 - the sequential test: `SequentialTest`, and `bets` (its `Bets`) against an expectation;
+  a regression rule's `Judging` (the test or the window's lean, and the last advance);
 - tests at a look: `look_level`, `one_sided_z`, `wilson_interval`, `design_interval`,
   `increase_p_value`, `rise_p_value`;
 - who sent the verdicts: `Senders` (the sender screen), `screen_bytes`;
@@ -23,6 +24,7 @@ from monitor.evidence.conversations import conversation_key
 from monitor.evidence.counts import NOTHING, Arrival, Batch, Moments, Unit
 from monitor.evidence.first_level import FirstLevel
 from monitor.evidence.history import LONG_LEVEL_FACTOR, Expectation, History, history_span_s
+from monitor.evidence.judging import Judging
 from monitor.evidence.level import Level
 from monitor.evidence.overlap import Overlap
 from monitor.evidence.senders import Senders, screen_bytes
@@ -58,6 +60,7 @@ __all__ = [
     "Expectation",
     "FirstLevel",
     "History",
+    "Judging",
     "Level",
     "Moments",
     "Overlap",

@@ -105,6 +105,11 @@ class SlidingWindow(_Slices):
         """Replaces the contents with `slices` as `slices()` gave them (indexes ascending)."""
         self._set(deque([i, float(n), d, q] for i, n, d, q in slices))
 
+    def load(self, raw: Any) -> None:
+        """Replaces the contents with slices read back from the state file
+        (`restore_slices`); raises TypeError or ValueError."""
+        self.restore(restore_slices(raw))
+
 
 def saved_number(raw: Any, *, nonnegative: bool = False) -> float:
     """A number read back from the state file: finite (not a flag, not text, not NaN or an

@@ -160,7 +160,7 @@ def test_a_judge_change_read_from_the_fleet_is_a_changeover_not_a_regression() -
     assert [a for a in sent if a.status == "firing"] == []
     entry = next(iter(engine._entries.values()))
     assert entry.revision == "r2"
-    assert entry.state.changeover is None and entry.state.translated is not None
+    assert entry.state.baseline.changeover is None and entry.state.baseline.translated is not None
 
 
 def test_a_changeover_under_way_survives_a_restart() -> None:

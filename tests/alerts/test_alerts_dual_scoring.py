@@ -154,7 +154,7 @@ def test_verdicts_of_a_revision_the_history_was_not_learned_with_are_left_out(
     engine, clock = changing("other_previous")
     with caplog.at_level(logging.WARNING, logger="monitor.alerts.kinds.regression"):
         run(engine, clock, 0.0, 600.0, previous="c")
-    change = state_of(engine).changeover
+    change = state_of(engine).baseline.changeover
     assert change is not None and change.replaced == "a"
     assert change.overlap.paired == [0.0, 0.0, 0.0]
     assert "the previous revision c scores records again" in caplog.text
@@ -164,13 +164,13 @@ def test_verdicts_of_a_revision_the_history_was_not_learned_with_are_left_out(
 def test_paired_verdicts_under_way_survive_the_state_file_and_an_older_file_reads() -> None:
     engine, clock = changing("saved")
     run(engine, clock, 0.0, 600.0)
-    change = state_of(engine).changeover
+    change = state_of(engine).baseline.changeover
     assert change is not None and change.overlap.paired[0] > 0
     saved = engine.snapshot()
     again = engine_for(clock, "saved")
     again.restore(saved)
     assert again.snapshot() == saved
-    assert state_of(again).changeover == change
+    assert state_of(again).baseline.changeover == change
     # A version-3 state file from before paired verdicts were kept: none, and no revision
     # replaced known (the previous revision's verdicts are then left out).
     older = saved["saved"]["services"]["shop"][""]["state"]
@@ -179,7 +179,7 @@ def test_paired_verdicts_under_way_survive_the_state_file_and_an_older_file_read
     UPGRADES[3](saved)
     third = engine_for(clock, "saved")
     third.restore(saved)
-    restored = state_of(third).changeover
+    restored = state_of(third).baseline.changeover
     assert restored is not None
     assert restored.overlap.paired == [0.0, 0.0, 0.0] and restored.replaced is None
 
@@ -201,7 +201,7 @@ def test_backtest_replays_the_previous_revisions_verdicts_of_verdict_rows(
     with caplog.at_level(logging.INFO, logger="monitor.alerts.kinds.regression_expectation"):
         assert [e for e in replay.run(stream(spec)) if e.status == "firing"] == []
     state: RegressionState = next(iter(replay.engine._entries.values())).state
-    change = state.changeover
+    change = state.baseline.changeover
     if change is not None:
         assert change.overlap.paired[0] > 5000
         assert change.applied == pytest.approx(0.10, abs=0.01)

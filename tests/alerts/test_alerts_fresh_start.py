@@ -36,7 +36,7 @@ def test_a_doubling_on_the_first_morning_pages_before_the_first_day_is_learned()
     assert (
         "(season not learned yet: the highest hour seen)" in (page.alert.annotations["description"])
     )
-    history = next(iter(backtest.engine._entries.values())).state.history
+    history = next(iter(backtest.engine._entries.values())).state.baseline.history
     assert history.learning()  # the season is not learned yet: the page did not wait for it
 
 

@@ -123,10 +123,10 @@ def test_a_healthy_rollout_translates_from_the_overlap_and_never_pages(
         sent = run(engine, clock, rates, 0.0, 8 * 3600.0)
     assert firing(sent) == []
     state = entry_state(engine)
-    assert state.changeover is None and state.translated is not None
+    assert state.baseline.changeover is None and state.baseline.translated is not None
     assert "verdicts of both in the same hours" in caplog.text
-    assert state.expected is not None
-    assert state.expected.mean == pytest.approx(0.30, abs=0.02)
+    assert state.judging.expected is not None
+    assert state.judging.expected.mean == pytest.approx(0.30, abs=0.02)
 
 
 def test_with_the_old_revision_gone_the_rule_says_how_it_translates(
@@ -150,7 +150,7 @@ def test_with_the_old_revision_gone_the_rule_says_how_it_translates(
         assert firing(run(engine, clock, rates, 1800.0, 10 * 3600.0)) == []
     assert registry.get_sample_value("rag_monitor_alert_baseline_ready", labels) == 1
     assert "a change of the service meanwhile is taken for the evaluator's" in caplog.text
-    assert entry_state(engine).changeover is None
+    assert entry_state(engine).baseline.changeover is None
 
 
 def test_each_service_whose_evaluator_changed_is_logged_by_name(
@@ -180,7 +180,7 @@ def test_an_overlap_under_way_survives_the_state_file_and_an_older_file_reads() 
     rates = rollout(float("inf"), 0.0)
     run(engine, clock, rates, -BEFORE_S, 0.0)
     run(engine, clock, rates, 0.0, 600.0)
-    change = entry_state(engine).changeover
+    change = entry_state(engine).baseline.changeover
     assert change is not None and min(change.overlap.counts) > 0
     saved = engine.snapshot()
     again = engine_for(clock)
@@ -193,7 +193,7 @@ def test_an_overlap_under_way_survives_the_state_file_and_an_older_file_reads() 
     UPGRADES[3](saved)
     third = engine_for(clock)
     third.restore(saved)
-    restored = entry_state(third).changeover
+    restored = entry_state(third).baseline.changeover
     assert restored is not None and restored.overlap == Overlap()
 
 
@@ -228,7 +228,7 @@ def test_a_paged_doubling_does_not_move_the_offset_while_it_fires() -> None:
     run(engine, clock, rates, -BEFORE_S, 0.0)
     assert firing(run(engine, clock, rates, 0.0, 3 * 3600.0))
     assert next(iter(engine._entries.values())).firing
-    change = entry_state(engine).changeover
+    change = entry_state(engine).baseline.changeover
     assert change is not None
     measured = change.overlap.offset(1.0)
     assert measured is not None
@@ -245,8 +245,8 @@ def test_while_evidence_builds_the_overlap_is_held_apart_then_joins_or_is_droppe
     run(engine, clock, rates, -BEFORE_S, 0.0)
     run(engine, clock, rates, 0.0, 600.0)
     state = entry_state(engine)
-    change = state.changeover
-    assert change is not None and not state.building
+    change = state.baseline.changeover
+    assert change is not None and not state.baseline.building
     counts = list(change.overlap.counts)
     now = clock.now + 1.0
     # How long a hold lasts at most: the rule's baseline window and window.
@@ -256,21 +256,24 @@ def test_while_evidence_builds_the_overlap_is_held_apart_then_joins_or_is_droppe
         state.baseline.count(Moments(10, 4.0, 4.0), now, old=True, firing=False)
         state.baseline.count(Moments(10, 6.0, 6.0), now, old=False, firing=False)
 
-    state.settle_held_overlap(now, building=True, firing=False, hold_s=hold_s)
+    state.baseline.settle_held_overlap(now, building=True, firing=False, hold_s=hold_s)
     both()
     assert change.overlap.counts == counts and change.overlap.old_seen == now
-    assert state.held_overlap is not None and state.held_overlap.counts == [10.0, 10.0]
-    state.settle_held_overlap(now, building=False, firing=False, hold_s=hold_s)
-    assert state.held_overlap is None and change.overlap.counts == [c + 10 for c in counts]
-    state.settle_held_overlap(now, building=True, firing=False, hold_s=hold_s)
+    assert state.baseline.held_overlap is not None and state.baseline.held_overlap.counts == [
+        10.0,
+        10.0,
+    ]
+    state.baseline.settle_held_overlap(now, building=False, firing=False, hold_s=hold_s)
+    assert state.baseline.held_overlap is None and change.overlap.counts == [c + 10 for c in counts]
+    state.baseline.settle_held_overlap(now, building=True, firing=False, hold_s=hold_s)
     both()
-    state.settle_held_overlap(now, building=True, firing=True, hold_s=hold_s)
-    assert state.held_overlap is None and change.overlap.counts == [c + 10 for c in counts]
-    assert not state.building
+    state.baseline.settle_held_overlap(now, building=True, firing=True, hold_s=hold_s)
+    assert state.baseline.held_overlap is None and change.overlap.counts == [c + 10 for c in counts]
+    assert not state.baseline.building
     # A hold that neither fades nor pages joins after `hold_s`, as held verdicts do.
-    state.settle_held_overlap(now, building=True, firing=False, hold_s=hold_s)
+    state.baseline.settle_held_overlap(now, building=True, firing=False, hold_s=hold_s)
     both()
-    state.settle_held_overlap(now + hold_s - 1, building=True, firing=False, hold_s=hold_s)
-    assert state.held_overlap is not None
-    state.settle_held_overlap(now + hold_s, building=True, firing=False, hold_s=hold_s)
-    assert state.held_overlap is None and change.overlap.counts == [c + 20 for c in counts]
+    state.baseline.settle_held_overlap(now + hold_s - 1, building=True, firing=False, hold_s=hold_s)
+    assert state.baseline.held_overlap is not None
+    state.baseline.settle_held_overlap(now + hold_s, building=True, firing=False, hold_s=hold_s)
+    assert state.baseline.held_overlap is None and change.overlap.counts == [c + 20 for c in counts]

@@ -82,7 +82,7 @@ def test_a_seasonal_rule_judges_once_it_has_learned_a_whole_day() -> None:
     events, backtest = replay(replace(SEASONAL, days=0.9), config(budget="1h", season="day"))
     assert pages(events) == []
     entry = next(iter(backtest.engine._entries.values()))
-    assert entry.state.history.learning()
+    assert entry.state.baseline.history.learning()
     assert entry.judgment is not None and entry.judgment.figures["learning"] == 1.0
 
 
@@ -96,7 +96,7 @@ def test_conversations_are_measured_and_their_clusters_do_not_page(ids: bool) ->
     events, backtest = replay(spec, config(budget="1d", season="day"))
     assert len(pages(events)) <= 2
     entry = next(iter(backtest.engine._entries.values()))
-    expected = entry.state.history.expectation(backtest.engine._clock(), 500)
+    expected = entry.state.baseline.history.expectation(backtest.engine._clock(), 500)
     assert expected is not None
     if ids:
         assert expected.rho == pytest.approx(0.3, abs=0.05)
@@ -240,7 +240,7 @@ def test_open_conversations_and_the_learned_season_survive_a_restart() -> None:
     restored = second.engine.snapshot()[RULE]["services"]["svc-0"][""]
     assert restored["conversations"] == entry["conversations"]
     assert restored["state"]["history"] == entry["state"]["history"]
-    history = next(iter(second.engine._entries.values())).state.history
+    history = next(iter(second.engine._entries.values())).state.baseline.history
     assert not history.learning()
 
 
@@ -355,5 +355,5 @@ def test_a_step_at_high_traffic_pages_before_the_conversations_under_way_go_quie
     after = page.time - (START + step_day * DAY_S)
     assert 0 < after < 600
     entry = next(iter(backtest.engine._entries.values()))
-    expected = entry.state.history.expectation(backtest.engine._clock(), 500)
+    expected = entry.state.baseline.history.expectation(backtest.engine._clock(), 500)
     assert expected is not None and expected.rho <= expected.rho_bound

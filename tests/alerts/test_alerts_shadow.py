@@ -130,8 +130,8 @@ def test_shadow_verdicts_are_measured_and_never_counted_as_the_services(
 ) -> None:
     engine, clock = shadowed_hours
     state = state_of(engine)
-    assert state.shadow is not None and state.shadow.revision == "b"
-    n, total, _ = state.shadow.paired
+    assert state.baseline.shadow is not None and state.baseline.shadow.revision == "b"
+    n, total, _ = state.baseline.shadow.paired
     # The share of the records, less those that came while evidence of a rise built.
     assert 0.8 * SHARE * 7 * 3600 <= n <= 1.05 * SHARE * 7 * 3600
     assert total / n == pytest.approx(NEW - OLD, abs=0.01)
@@ -145,9 +145,9 @@ def test_shadow_verdicts_are_measured_and_never_counted_as_the_services(
     # no shadow.
     engine.count_shadow(Origin("elsewhere"), verdict(True, "b"), clock.now, verdict(True, "a"))
     assert len(list(engine._entries)) == 1
-    before = list(state.shadow.paired)
+    before = list(state.baseline.shadow.paired)
     engine.count_shadow(Origin("shop"), verdict(True, "a"), clock.now, verdict(False, "a"))
-    assert state.shadow.paired == before
+    assert state.baseline.shadow.paired == before
 
 
 def test_a_switch_after_a_day_of_shadow_never_pages_by_itself(
@@ -156,9 +156,9 @@ def test_a_switch_after_a_day_of_shadow_never_pages_by_itself(
     engine, clock, _ = shadowed_day
     assert run(engine, clock, 0.0, 4 * 3600.0) == []
     state = state_of(engine)
-    assert state.changeover is None, "the offset measured in shadow was not kept"
-    assert state.expected is not None
-    assert state.expected.mean == pytest.approx(NEW, abs=0.01)
+    assert state.baseline.changeover is None, "the offset measured in shadow was not kept"
+    assert state.judging.expected is not None
+    assert state.judging.expected.mean == pytest.approx(NEW, abs=0.01)
 
 
 def test_a_doubling_a_quarter_hour_after_a_switch_with_a_day_of_shadow_pages_near_the_limit(
@@ -188,7 +188,7 @@ def test_a_doubling_a_quarter_hour_after_a_switch_with_a_day_of_shadow_pages_nea
         took.append((sent[0].starts_at.timestamp() - switch_at - rise_s) / LIMIT_S)
         assert float(sent[0].annotations["baseline_defect_rate"]) == pytest.approx(NEW, abs=0.02)
         assert "an interim level" not in sent[0].annotations["description"]
-        assert state_of(engine).changeover is None  # the offset was kept at the switch
+        assert state_of(engine).baseline.changeover is None  # the offset was kept at the switch
     assert min(took) >= 0
     assert statistics.median(took) <= 2.5, f"paged at {sorted(took)} x the information limit"
 
@@ -222,10 +222,10 @@ def test_a_shadow_under_way_survives_the_state_file(
     shadowed_hours: tuple[AlertEngine, Clock],
 ) -> None:
     engine, clock = shadowed_hours
-    shadow = state_of(engine).shadow
+    shadow = state_of(engine).baseline.shadow
     assert shadow is not None
     saved = engine.snapshot()
     again = engine_for(clock, "shadowed_hours")
     again.restore(saved)
-    assert state_of(again).shadow == shadow
+    assert state_of(again).baseline.shadow == shadow
     assert again.snapshot() == saved

@@ -355,7 +355,7 @@ def test_a_statistic_past_the_budget_on_evidence_that_did_not_rise_does_not_page
             )
         kind.advance(state, clock.now, False)
         kind.judge({"": entry}, clock.now)
-    test = state.test
+    test = state.judging.sequential
     assert isinstance(test, SequentialTest)
     # A statistic far past the budget, on evidence at the expected rate.
     test.log_wealth = [60.0] * len(test.log_wealth)

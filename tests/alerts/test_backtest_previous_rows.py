@@ -131,8 +131,8 @@ def test_backtest_pairs_them_with_the_records_own_verdicts() -> None:
     for previous in (True, False):
         backtest, lines = _changeover(previous)
         state: RegressionState = next(iter(backtest.engine._entries.values())).state
-        assert state.changeover is not None and state.changeover.replaced == "old"
-        pairs = state.changeover.overlap.paired[0]
+        assert state.baseline.changeover is not None and state.baseline.changeover.replaced == "old"
+        pairs = state.baseline.changeover.overlap.paired[0]
         # Every other record of the new revision's 15 minutes, each pair once.
         assert pairs == (450 if previous else 0)
         assert backtest.summary.verdicts == lines

@@ -162,8 +162,8 @@ def test_a_restart_keeps_the_flagged_senders_share() -> None:
         for each in (engine, restored):
             each.evaluate()
             state: RegressionState = next(iter(each._entries.values())).state
-            assert state.last.expected is not None
-            expected.append(state.last.expected.mean)
+            assert state.judging.expected is not None
+            expected.append(state.judging.expected.mean)
         assert expected[1] == pytest.approx(expected[0], abs=1e-6)
         first = first or expected
     assert first[0] > RATE + 0.05, "the forger's share was out of the window already"

@@ -150,8 +150,11 @@ async def test_shadow_verdicts_reach_the_alert_engine_only_and_stop_at_until(kin
     chosen = sum(scorer.chosen(_rec(i).sampling_key, clock.now) for i in range(200))
     assert 60 < chosen < 140
     state: RegressionState = next(iter(engine._entries.values())).state
-    assert state.shadow is not None and state.shadow.revision == "next"
-    assert state.shadow.paired[:2] == [chosen, chosen]  # every pair: next fails, current passes
+    assert state.baseline.shadow is not None and state.baseline.shadow.revision == "next"
+    assert state.baseline.shadow.paired[:2] == [
+        chosen,
+        chosen,
+    ]  # every pair: next fails, current passes
     # The service's window: the current revision's verdicts (the records are one request
     # asked again, counted up to its share), none of the shadow's failures.
     own = state.current.moments(clock.now)
@@ -164,7 +167,7 @@ async def test_shadow_verdicts_reach_the_alert_engine_only_and_stop_at_until(kin
     clock.now = NOW
     await _score(stage, 200, 100)
     await stage.shutdown(5)
-    assert state.shadow.paired[0] == chosen and _shadow_count(telemetry, "fail") == chosen
+    assert state.baseline.shadow.paired[0] == chosen and _shadow_count(telemetry, "fail") == chosen
 
 
 def test_the_pipeline_scores_a_next_revision_in_shadow_until_its_time(tmp_path: Path) -> None:

@@ -2,7 +2,8 @@
 nothing of the alerts (not the engine, the rule kinds or their entries); the rest of the
 product reaches it only through its interface, the package `monitor.evidence`, never one of
 its modules; the alert engine does not reach it at all; no module of either package is
-over 400 lines; and the rule kinds do no arithmetic on counts (`_count_arithmetic`)."""
+over 400 lines; the rule kinds do no arithmetic on counts (`_count_arithmetic`); and the
+regression kind calls a small interface of it (`_evidence_names`)."""
 
 from __future__ import annotations
 
@@ -155,3 +156,48 @@ def test_the_count_rule_finds_planted_arithmetic() -> None:
         ]
     )
     assert _count_arithmetic(allowed, "k.py") == []
+
+
+# The regression kind's interface to the statistics: what it calls of `monitor.evidence`,
+# over all of its modules (`monitor/alerts/kinds/regression*.py`).
+REGRESSION_EVIDENCE_NAMES = 8
+
+
+def _evidence_names(sources: dict[str, str]) -> set[str]:
+    """The distinct names `sources` (module name -> text) import from the evidence."""
+    names = set()
+    for source in sources.values():
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import) and any(_inside(a.name, EVIDENCE) for a in node.names):
+                names.add("the module itself")
+            if isinstance(node, ast.ImportFrom) and node.module is not None:
+                if _inside(node.module, EVIDENCE):
+                    names.update(a.name for a in node.names)
+                elif node.module == "monitor" and any(a.name == "evidence" for a in node.names):
+                    names.add("the module itself")
+    return names
+
+
+def test_the_regression_kind_calls_a_small_interface_of_the_evidence() -> None:
+    sources = {p.name: p.read_text(encoding="utf-8") for p in KINDS.glob("regression*.py")}
+    assert "regression.py" in sources and len(sources) > 1
+    names = _evidence_names(sources)
+    assert "Baseline" in names
+    assert len(names) <= REGRESSION_EVIDENCE_NAMES, sorted(names)
+
+
+def test_the_names_count_finds_each_way_of_importing() -> None:
+    sources = {
+        "a": "from monitor.evidence import Baseline, Moments\nfrom monitor.config import Config\n",
+        "b": "from monitor.evidence import Moments, bets\n",
+        "c": "def f() -> None:\n    from monitor.evidence.window import SlidingWindow\n",
+        "d": "import monitor.evidence as ev\n",
+        "e": "from monitor import evidence\n",
+    }
+    assert _evidence_names(sources) == {
+        "Baseline",
+        "Moments",
+        "bets",
+        "SlidingWindow",
+        "the module itself",
+    }

@@ -19,7 +19,7 @@ from monitor.alerts.kinds.regression_shadow import ShadowHooks
 from monitor.alerts.kinds.regression_state import RegressionState
 from monitor.alerts.rule import Rule
 from monitor.config import AlertRule
-from monitor.evidence import NOTHING, Arrival, Moments, Unit, bets, look_level
+from monitor.evidence import Arrival, Moments, Unit, look_level
 from monitor.telemetry import RateLimitedLog
 
 _log = RateLimitedLog(logging.getLogger(__name__), 3600.0)
@@ -152,8 +152,8 @@ class Regression(ShadowHooks):
         `now` (and an evaluator changeover with it), the window test's lean is followed and
         the sequential test takes its pending batch and its bets for the next."""
         rule, judging = self.rule, state.judging
-        state.last.at = now
-        expected = state.last.expected = state.baseline.advance(
+        judging.advanced_at = now
+        expected = judging.expected = state.baseline.advance(
             state.current, state.solo, now, firing=firing, hold_from=judging.building_since()
         )
         if judging.sequential is None:
@@ -164,17 +164,13 @@ class Regression(ShadowHooks):
                 judging.leaning_since = now - rule.window_s
             return
         self._batch(state, now, firing)
-        enough = state.baseline.settled(expected)
-        judging.bets = (
-            bets(expected, rule.min_increase, rule.steps, rule.budget_s)
-            if expected is not None and enough
-            else None
-        )
+        settled = state.baseline.settled(expected)
+        judging.bet(rule.min_increase, rule.steps, rule.budget_s, settled)
 
     def _window_p(self, state: RegressionState, now: float) -> float:
         """The window test's p-value of "the current window's mean is at most
         `min_increase / 2` above the expected" (1.0 without an expectation)."""
-        expected = state.last.expected
+        expected = state.judging.expected
         if expected is None:
             return 1.0
         return expected.rise_p(state.current.moments(now), self.rule.min_increase / 2)
@@ -185,10 +181,10 @@ class Regression(ShadowHooks):
         rule, cfg = self.rule, self.rule.config
         m = rule.min_increase
         test = state.judging.sequential
-        expected = state.last.expected
+        expected = state.judging.expected
         current = state.current.moments(now)
-        reference = NOTHING
-        unseasoned = state.history.learning()
+        reference = Moments()
+        unseasoned = state.baseline.history.learning()
         figures: dict[str, float] = {
             "learning": 1.0 if unseasoned or state.baseline.changeover is not None else 0.0,
             "unseasoned": 1.0 if unseasoned else 0.0,
@@ -309,7 +305,7 @@ class Regression(ShadowHooks):
         state: RegressionState = entry.state
         name = self.rule.config.name
         judgment = entry.judgment
-        now = state.last.at if state.last.at is not None else 0.0
+        now = state.judging.advanced_at if state.judging.advanced_at is not None else 0.0
         current = state.current.moments(now)
         gauges.samples(service, name, "current", current.samples)
         gauges.rate(service, name, current.samples, current.mean)

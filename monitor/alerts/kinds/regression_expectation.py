@@ -10,7 +10,7 @@ from typing import Literal
 
 from monitor.alerts.rule import Rule
 from monitor.config import AlertBaseline, pinned_period
-from monitor.evidence import Say, Terms
+from monitor.evidence import Terms
 from monitor.telemetry import RateLimitedLog
 
 _log = RateLimitedLog(logging.getLogger(__name__), 3600.0)
@@ -40,7 +40,7 @@ def terms(rule: Rule) -> Terms:
     )
 
 
-def sayer(name: str, series: str) -> Say:
+def sayer(name: str, series: str) -> _Sayer:
     """The log lines of rule `name`'s baseline of `series`, each limited per rule and series."""
     return _Sayer(name, series)
 

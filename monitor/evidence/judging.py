@@ -1,0 +1,66 @@
+"""How a regression rule judges its current window against what it expects: the
+sequential test with the verdicts waiting for its next batch and its bets, or the window
+test's lean; and the last advance (its time, the expectation since). The rule kind holds
+one per service and decides with it; its form in the state file is here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from monitor.evidence.counts import Batch
+from monitor.evidence.history import Expectation
+from monitor.evidence.sequential import Bets, SequentialTest, bets
+from monitor.evidence.window import saved_number
+
+
+@dataclass(slots=True)
+class Judging:
+    """The sequential test (`sequential`, None for the window test) with the units waiting
+    for its next batch and its bets against the last expectation; or the window test, which
+    follows only since when the window leans up (`leaning_since`; the sequential test
+    follows it too while a fresh rule's first verdicts are its level). `advanced_at` and
+    `expected`: the last advance and what the current window is compared with since (not
+    saved: an advance comes before every judgment)."""
+
+    sequential: SequentialTest | None
+    batch: Batch
+    bets: Bets | None = None
+    leaning_since: float | None = None
+    advanced_at: float | None = None
+    expected: Expectation | None = None
+
+    @staticmethod
+    def empty(sequential: bool, steps: int) -> Judging:
+        """Judging with the sequential test (or the window test) on `steps + 1` levels."""
+        return Judging(SequentialTest() if sequential else None, Batch([0.0] * (steps + 1)))
+
+    def building_since(self) -> float | None:
+        """Since when evidence of a rise builds (None: it does not)."""
+        if self.sequential is not None:
+            return self.sequential.building_since()
+        return self.leaning_since
+
+    def bet(self, min_increase: float, steps: int, budget_s: float, settled: bool) -> None:
+        """The sequential test's bets for its next batches, against the last expectation
+        (none without one, or while it is not `settled`)."""
+        expected = self.expected
+        if expected is None or not settled:
+            self.bets = None
+        else:
+            self.bets = bets(expected, min_increase, steps, budget_s)
+
+    def saved(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"leaning_since": self.leaning_since, "last": self.advanced_at}
+        if self.sequential is not None:
+            out["sequential"] = self.sequential.snapshot()
+        return out
+
+    def restore(self, raw: Any) -> None:
+        """Takes back `saved()`'s keys of a rule's saved state; raises TypeError or
+        ValueError on anything else."""
+        leaning, last = raw["leaning_since"], raw["last"]
+        self.leaning_since = None if leaning is None else saved_number(leaning, nonnegative=True)
+        self.advanced_at = None if last is None else saved_number(last, nonnegative=True)
+        if self.sequential is not None and raw.get("sequential") is not None:
+            self.sequential.restore(raw["sequential"])
