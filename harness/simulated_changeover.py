@@ -32,12 +32,12 @@ from harness.simulated_alerts import (
     counted,
     information_limit_s,
 )
+from monitor.config import parse_duration
 
 OLD, NEW = 0.20, 0.15  # what each revision reads of the healthy service
 RATE = 1  # records a second
 SHADOW_S = DAY_S  # the shadow's time before the switch (every run starts this long before)
-BUDGET_S = 90 * DAY_S
-assert BUDGET == "90d"
+BUDGET_S = parse_duration(BUDGET)
 LIMIT_S = information_limit_s(NEW, 2 * NEW, RATE, BUDGET_S)
 # How long a run goes on after the rise without a page (not paged): an interim level read
 # high by chance leaves a x2 far slower than the median. Where nothing rises, how long it
