@@ -67,10 +67,21 @@ def _history(revision: str, mean: float) -> dict[str, Any]:
     return counted(spec, 1, WARM_DAYS * DAY_S - SHADOW_S, end=START - SHADOW_S)
 
 
-def _verdict(failed: bool, revision: str) -> dict[str, Any]:
+def verdict(failed: bool, revision: str) -> dict[str, Any]:
+    """One record's verdict of `EVALUATOR`, as `revision` gave it."""
     from monitor.results import EvalResult
 
     return {EVALUATOR: EvalResult(EVALUATOR, passed=not failed, revision=revision)}
+
+
+def reads(rng: random.Random, factor: float) -> tuple[bool, bool]:
+    """Whether revisions "a" and "b" read one record as failed, the service's defect rate
+    `factor` times the healthy one: each reads the record's own draw half of the time and
+    a draw of its own the other half."""
+    u = rng.random()
+    old = (u if rng.random() < 0.5 else rng.random()) < OLD * factor
+    new = (u if rng.random() < 0.5 else rng.random()) < NEW * factor
+    return old, new
 
 
 def changeover_run(change: Changeover, seed: int) -> list[tuple[float, dict[str, str]]]:
@@ -97,20 +108,18 @@ def changeover_run(change: Changeover, seed: int) -> list[tuple[float, dict[str,
     while t < end_s:
         factor = 2.0 if t >= change.rise_s else 1.0
         for _ in range(RATE * step):
-            u = rng.random()
-            old = (u if rng.random() < 0.5 else rng.random()) < OLD * factor
-            new = (u if rng.random() < 0.5 else rng.random()) < NEW * factor
+            old, new = reads(rng, factor)
             now = clock[0]
             if t < 0 and change.switch:
-                own = _verdict(old, "a")
+                own = verdict(old, "a")
                 engine.count_results(origin, own, now)
                 if rng.random() < change.shadow:
-                    engine.count_shadow(origin, _verdict(new, "b"), now, own)
+                    engine.count_shadow(origin, verdict(new, "b"), now, own)
                 continue
-            own = _verdict(new, "b")
+            own = verdict(new, "b")
             engine.count_results(origin, own, now)
             if change.switch and rng.random() < change.previous:
-                engine.count_results(origin, _verdict(old, "a"), now, paired=own)
+                engine.count_results(origin, verdict(old, "a"), now, paired=own)
         t += step
         clock[0] = START + t
         for alert in engine.evaluate():

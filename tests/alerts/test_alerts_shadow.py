@@ -7,7 +7,8 @@ offset measured in shadow, so a rise a quarter hour after the switch is judged a
 translated level. Verdicts one record at a time on an injected clock, judged every 15 s.
 
 The two revisions disagree on about a sixth of the records (the new one reads 0.15 where
-the old read 0.20, each on its own errors half of the time): an offset measured on the
+the old read 0.20, each on its own errors half of the time: `harness.simulated_changeover`,
+whose model the scorecard's changeover row runs with the default rule): an offset measured on the
 pairs alone, at a share of 0.2, needs hours; a day of shadow measures it before the switch.
 """
 
@@ -21,28 +22,21 @@ from typing import Any
 
 import pytest
 
+from harness.production_streams import EVALUATOR
+from harness.simulated_alerts import information_limit_s
+from harness.simulated_changeover import NEW, OLD, reads, verdict
 from monitor.alerts import AlertEngine
 from monitor.alerts.kinds.regression_state import RegressionState
 from monitor.alerts.rule import Origin
 from monitor.component import Alert
 from monitor.config import AlertBaseline, RegressionRule
-from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
 from tests.alerts.test_alerts import Clock
 
-EVALUATOR = "local_groundedness"
 STEP_S = 15
 RATE = 1  # records a second
 SHARE = 0.2  # of the records the shadowed revision scores
-OLD, NEW = 0.20, 0.15  # what each revision reads of the healthy service
 BUDGET_S = 7 * 86_400.0
-
-
-def information_limit_s(p0: float, p1: float, rate: float, budget_s: float) -> float:
-    """As `bench/alert_regression.py`: the seconds of verdicts a test that knew both rates
-    would need at one false page per `budget_s`."""
-    divergence = p1 * math.log(p1 / p0) + (1 - p1) * math.log((1 - p1) / (1 - p0))
-    return math.log(rate * budget_s) / divergence / rate
 
 
 LIMIT_S = information_limit_s(NEW, 2 * NEW, RATE, BUDGET_S)
@@ -56,10 +50,6 @@ def engine_for(clock: Clock, name: str) -> AlertEngine:
         false_page_every="7d",
     )
     return AlertEngine([rule], create_telemetry(), evaluation_interval_s=STEP_S, clock=clock)
-
-
-def verdict(failed: bool, revision: str) -> dict[str, EvalResult]:
-    return {EVALUATOR: EvalResult(EVALUATOR, passed=not failed, revision=revision)}
 
 
 def run(
@@ -87,9 +77,7 @@ def run(
         at, t = t, t + STEP_S
         factor = 2.0 if at >= rise_from_s else 1.0
         for _ in range(RATE * STEP_S):
-            u = rng.random()
-            old = (u if rng.random() < 0.5 else rng.random()) < OLD * factor
-            new = (u if rng.random() < 0.5 else rng.random()) < NEW * factor
+            old, new = reads(rng, factor)
             if at >= switch_s:
                 engine.count_results(origin, verdict(new, "b"), clock.now)
                 continue
