@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
@@ -33,6 +32,7 @@ from pydantic import (
 
 from monitor.records.memo import Memo
 from monitor.shared.nesting import MAX_DEPTH, within_depth
+from monitor.shared.utf8 import repaired
 
 Role = Literal["system", "user", "assistant", "tool", "developer"]
 Part = Literal["query", "context", "response"]
@@ -47,17 +47,9 @@ class RecordError(ValueError):
         self.detail = detail
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def repaired(text: str) -> str:
-    """`text` as UTF-8 can carry it: a lone UTF-16 surrogate (valid in JSON, `"\\ud800"`,
-    but not in UTF-8) becomes U+FFFD. Done once, where a record is built, so that no exporter
-    (results file, OTLP events, `/debug/records`, judge prompts) fails on the record."""
-    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
-
-
-# Text of a record: repaired where it enters.
+# Text of a record: repaired where it enters (`repaired`: a lone surrogate becomes U+FFFD),
+# once, so that no exporter (results file, OTLP events, `/debug/records`, judge prompts)
+# fails on the record.
 Text = Annotated[str, AfterValidator(repaired)]
 
 

@@ -1,7 +1,8 @@
 """Label values that come from untrusted input (service, version, route), bounded in length
 and in number, with the slots following traffic.
 
-`bounded_label` cuts a value too long for a label; `shown_label` replaces the characters a
+`bounded_label` cuts a value too long for a label (a `LabelCap` also repairs what UTF-8
+cannot carry, `monitor.shared.utf8`); `shown_label` replaces the characters a
 pager, terminal or browser would act on rather than show. `LabelCap` decides which values of one
 label hold a series: at most `limit` at once (besides an allow-list), taken by the values
 that carry traffic — a heavy-hitters policy:
@@ -42,6 +43,8 @@ import time
 import unicodedata
 from array import array
 from collections.abc import Callable, Collection
+
+from monitor.shared.utf8 import repaired
 
 OVERFLOW = "other"
 _HASH_CHARS = 16
@@ -216,6 +219,8 @@ class LabelCap:
             value = bounded_label(value, self.max_chars)
             if self._cut is not None:
                 self._cut()
+        # A label value the exposition could not encode would fail every scrape.
+        value = repaired(value)
         if value in self.allowed:
             return value
         now = self._clock()

@@ -301,3 +301,20 @@ def test_a_sketch_16_times_wider_under_a_spray_16_times_faster_gives_the_slot_al
     one_record_a_second_against(
         Race(SPRAY_BOUND_PER_S / 2**4, sketch_bits=SKETCH_BITS - 4), kept_for_s=10
     )
+
+
+@pytest.mark.parametrize("value", ["\ud800" * 300, "shop\udc80\x1b[31m", "\ud83d"])
+def test_a_label_value_utf8_cannot_carry_is_repaired_so_every_scrape_still_encodes(
+    value: str,
+) -> None:
+    """A lone surrogate (valid in OTLP/JSON, not in UTF-8) as a service name: the cap gives a
+    value with U+FFFD in its place, long or short, so the exposition encodes; one such
+    value once made every later scrape of the metrics port fail."""
+    telemetry = create_telemetry()
+    cap = LabelCap(50, max_chars=128)
+    shown = cap(value)
+    assert "\ufffd" in shown and len(shown) <= 128
+    shown.encode("utf-8")
+    assert cap(value) == shown  # the same series each time
+    telemetry.records.labels(shown, "otlp").inc()
+    assert shown.encode("utf-8") in generate_latest(telemetry.registry)
