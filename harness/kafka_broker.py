@@ -31,7 +31,7 @@ from kafka.errors import TopicAlreadyExistsError
 
 from harness.children import forget, spawn
 from harness.servers import PortTaken, start_on_a_port
-from harness.wait import CONDITION_S, SERVER_START_S, wait_until
+from harness.wait import CONDITION_S, SERVER_START_S, Deadline, wait_until
 
 READY_DEADLINE_S = SERVER_START_S
 
@@ -207,8 +207,8 @@ class Broker:
             tps = [TopicPartition(topic, p) for p in sorted(partitions)]
             consumer.assign(tps)
             consumer.seek_to_beginning(*tps)
-            deadline = time.monotonic() + timeout_s
-            while len(messages) < expected and time.monotonic() < deadline:
+            deadline = Deadline(timeout_s)
+            while len(messages) < expected and not deadline.passed():
                 for batch in consumer.poll(timeout_ms=200).values():
                     messages.extend(batch)
         finally:

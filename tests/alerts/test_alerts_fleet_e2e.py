@@ -30,6 +30,7 @@ from harness.rag_service import (
     write_targets,
 )
 from harness.servers import alertmanager, need, prometheus, rag_monitor, webhook
+from harness.wait import Deadline
 
 pytestmark = pytest.mark.slow
 
@@ -109,9 +110,9 @@ def test_three_replicas_page_once_for_a_fleet_wide_rise_and_never_on_a_healthy_f
 
         # A healthy fleet until every replica's baseline holds the fleet's verdicts (each
         # replica receives a third of them), then a minute more: no page.
-        started = time.monotonic()
+        deadline = Deadline(240)
         while min(baseline(p) for p in metrics) < 150:
-            assert time.monotonic() - started < 240, "baselines never filled"
+            assert not deadline.passed(), f"baselines never filled in {deadline.describe()}"
             send(services, 0.1, 5)
         assert all(
             metric(p, "rag_monitor_alert_fleet_reads_total", 'outcome="ok"') for p in metrics
@@ -132,17 +133,17 @@ def test_three_replicas_page_once_for_a_fleet_wide_rise_and_never_on_a_healthy_f
         assert all(metric(p, "rag_monitor_alert_firing", f'rule="{RULE}"') == 0 for p in metrics)
 
         # The whole fleet rises: one page.
-        deadline = time.monotonic() + 120
+        deadline = Deadline(120)
         while not pages():
-            assert time.monotonic() < deadline, "no page within 120 s of the rise"
+            assert not deadline.passed(), f"no page within {deadline.describe()} of the rise"
             send(services, 0.8, 2)
 
         def firing() -> list[bool]:
             return [metric(p, "rag_monitor_alert_firing", f'rule="{RULE}"') == 1 for p in metrics]
 
-        deadline = time.monotonic() + 60
+        deadline = Deadline(60)
         while not all(firing()):  # the rise goes on until every replica judged it
-            assert time.monotonic() < deadline, f"not every replica firing: {firing()}"
+            assert not deadline.passed(), f"not every replica firing: {firing()}"
             send(services, 0.8, 1)
         send(services, 0.8, 5)  # every replica has sent its page by now
         (page,) = pages()
@@ -152,9 +153,9 @@ def test_three_replicas_page_once_for_a_fleet_wide_rise_and_never_on_a_healthy_f
         # The fleet recovers: the alert resolves once, and only after every replica
         # stopped firing (no replica sends a resolve; the alert ends when none re-sends it).
         last_firing = time.monotonic()
-        deadline = last_firing + 180
+        deadline = Deadline(180)
         while not resolved():
-            assert time.monotonic() < deadline, "no resolve within 180 s of the recovery"
+            assert not deadline.passed(), f"no resolve within {deadline.describe()} of the recovery"
             send(services, 0.1, 1)
             if any(firing()):
                 last_firing = time.monotonic()
