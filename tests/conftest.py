@@ -12,7 +12,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -71,13 +71,9 @@ _private_home()
 start_watchdog()
 
 
-# Measured durations of every test (`tests/durations.json`, written by a whole run with
-# `--record-durations`: `bash tests/run.sh --record-durations`).
+# Each test file's wall seconds (`tests/durations.json`, written beside `tests/cpu.json` by
+# `--record-cpu`): only the order files start in (`pytest_collection_modifyitems`).
 DURATIONS = REPO / "tests" / "durations.json"
-# A test measured at this many seconds or more is in the slow tier (`-m slow`); so is one
-# marked `@pytest.mark.slow` by hand. A test missing from the recording that takes this long
-# fails a fast-tier run (`-m "not slow"`), so the fast tier cannot grow slow unnoticed.
-SLOW_S = 3.0
 
 
 def _durations() -> dict[str, float]:
@@ -128,7 +124,7 @@ def selected_tier(config: pytest.Config) -> str | None:
     chosen: str | None = config.getoption("--tier")
     if chosen is not None:
         return None if chosen == "all" else chosen
-    if config.getoption("markexpr") or config.getoption("--record-durations"):
+    if config.getoption("markexpr"):
         return None
     if config.getoption("--record-cpu") or config.args_source != pytest.Config.ArgsSource.ARGS:
         return None
@@ -152,11 +148,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
-        "--record-durations",
-        action="store_true",
-        help="write each test's duration (setup, call, teardown) to tests/durations.json",
-    )
-    parser.addoption(
         "--tier",
         choices=(*TIERS, "all"),
         help="the tier to run (default: unit where a folder is named, all otherwise)",
@@ -164,27 +155,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--record-cpu",
         action="store_true",
-        help="write the CPU seconds each test file costs to tests/cpu.json (the tiers)",
+        help="write the CPU seconds each test file costs to tests/cpu.json (the tiers), "
+        "and its wall seconds to tests/durations.json (the order files start in)",
     )
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-k` and `-m` deselect
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the tests measured as slow, and start the files that take longest first:
-    `tests/run.sh` gives each pytest worker one file at a time in collection order
-    (`--dist loadfile --no-loadscope-reorder`), and a long file started last would run on
-    alone while the other workers idle."""
+    """Mark the unit tier, and start the files that take longest first: `tests/run.sh`
+    gives each pytest worker one file at a time in collection order (`--dist loadfile
+    --no-loadscope-reorder`), and a long file started last would run on alone while the
+    other workers idle."""
     durations = _durations()
-    per_file: dict[Path, float] = {}
-    _defined.update(defined_tests(items, _whole_files(config)))
     for item in items:
-        took = durations.get(item.nodeid, 0.0)
-        per_file[item.path] = per_file.get(item.path, 0.0) + took
-        if took >= SLOW_S:
-            item.add_marker(pytest.mark.slow)
         if tier_of(item) == "unit":
             item.add_marker(pytest.mark.unit)
-    items.sort(key=lambda item: -per_file[item.path])  # stable inside a file
+    items.sort(key=lambda item: -durations.get(item.nodeid.split("::")[0], 0.0))
     tier = selected_tier(config)
     if tier is not None:
         left_out = [item for item in items if tier_of(item) != tier]
@@ -193,40 +179,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             items[:] = [item for item in items if tier_of(item) == tier]
 
 
-_recorded: dict[str, float] = {}
-
-
-def _fast_tier(config: pytest.Config) -> bool:
-    """Whether this run selects the fast tier (a `-m` expression that leaves `slow` out)."""
-    expression = " ".join(str(config.getoption("markexpr") or "").split())
-    return "not slow" in expression
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    """In a fast-tier run, fail a test that is not in the recording and took `SLOW_S` or more
-    (setup, call and teardown together): it belongs to the slow tier until measured."""
+    """At a test's teardown, charge what it cost to its file (`_charge_cpu`)."""
     outcome = yield
     report: pytest.TestReport = outcome.get_result()  # type: ignore[attr-defined]
-    took = _took.get(item.nodeid, 0.0) + report.duration
-    _took[item.nodeid] = took
+    file = item.nodeid.split("::")[0]
+    _wall_by_file[file] = _wall_by_file.get(file, 0.0) + report.duration
     if report.when == "teardown":
         _charge_cpu(item, report)
-    if report.when != "teardown" or not _fast_tier(item.config):
-        return
-    if item.config.getoption("--record-durations") or item.get_closest_marker("slow"):
-        return
-    if took >= SLOW_S and item.nodeid not in _measured(item.config):
-        report.outcome = "failed"
-        report.longrepr = (
-            f"{item.nodeid} took {took:.1f} s and is not in tests/durations.json: a test "
-            f"of {SLOW_S:g} s or more belongs to the slow tier. Refresh the recording with "
-            "`bash tests/run.sh --record-durations` (see CONTRIBUTING.md) or mark it "
-            "@pytest.mark.slow."
-        )
-
-
-_took: dict[str, float] = {}
 
 
 def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) -> None:
@@ -252,102 +213,35 @@ def _charge_cpu(item: pytest.Item, report: pytest.TestReport) -> None:
 
 
 _cpu_at_start: dict[str, float] = {}
-# File -> CPU seconds its tests cost in this process (`--record-cpu`).
+# File -> CPU seconds and wall seconds its tests cost in this process (`--record-cpu`).
 _cpu_by_file: dict[str, float] = {}
-_MEASURED = pytest.StashKey[dict[str, float]]()
-
-
-def _measured(config: pytest.Config) -> dict[str, float]:
-    if _MEASURED not in config.stash:
-        config.stash[_MEASURED] = _durations()
-    return config.stash[_MEASURED]
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    _recorded[report.nodeid] = _recorded.get(report.nodeid, 0.0) + report.duration
-
-
-# What each file this run collected defines (`defined_tests`), under xdist gathered from the
-# workers: a recording keeps no test that its file no longer defines.
-_defined: dict[str, dict[str, list[str] | None]] = {}
-
-
-def defined_tests(
-    items: list[pytest.Item], whole: Callable[[str], bool] = lambda file: False
-) -> dict[str, dict[str, list[str] | None]]:
-    """For each file of `items`: the names of the tests it defines (the functions and classes
-    pytest collects, as its module holds them whatever `-k` or a node id selected), each with
-    the ids of `items` it gave where `whole(file)` says `items` hold all the file's tests."""
-    defined: dict[str, dict[str, list[str] | None]] = {}
-    for item in items:
-        file, _, rest = item.nodeid.partition("::")
-        module = getattr(item, "module", None)
-        if module is not None and file not in defined:
-            names = (name for name in vars(module) if name.startswith(("test", "Test")))
-            defined[file] = {name: [] if whole(file) else None for name in names}
-        ids = defined.get(file, {}).get(rest.split("::")[0].split("[")[0])
-        if ids is not None:
-            ids.append(item.nodeid)
-    return defined
-
-
-def gone(test: str, defined: dict[str, dict[str, list[str] | None]]) -> bool:
-    """Whether a recorded test id no longer names a test: its file is gone, or its file, in
-    `defined`, defines no test of its name (moved to another file, renamed) or, where its
-    ids are known, none of that id (a parameter renamed)."""
-    file, _, rest = test.partition("::")
-    if not (REPO / file).exists():
-        return True
-    names = defined.get(file)
-    if names is None:
-        return False
-    name = rest.split("::")[0].split("[")[0]
-    return name not in names or (names[name] is not None and test not in (names[name] or ()))
-
-
-def _whole_files(config: pytest.Config) -> Callable[[str], bool]:
-    """Whether this run collects all of a file's tests: no argument names a test in it
-    (before `-k` and `-m` deselect, which is when `pytest_collection_modifyitems` looks)."""
-    here = config.invocation_params.dir
-    inside = {
-        os.path.relpath((here / arg.split("::")[0]).resolve(), REPO)
-        for arg in config.args
-        if "::" in arg
-    }
-    return lambda file: file not in inside
+_wall_by_file: dict[str, float] = {}
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: object) -> None:
-    """Under xdist the workers collect and run: what their files define and what their
-    tiers cost come back with them."""
+    """Under xdist the workers run the tests: what their files cost comes back with them."""
     output = getattr(node, "workeroutput", {})
-    _defined.update(output.get("defined", {}))
-    for file, seconds in output.get("cpu", {}).items():  # summed: `--dist load` splits files
-        _cpu_by_file[file] = _cpu_by_file.get(file, 0.0) + seconds
+    for mine, theirs in ((_cpu_by_file, "cpu"), (_wall_by_file, "wall")):
+        for file, seconds in output.get(theirs, {}).items():  # `--dist load` splits files
+            mine[file] = mine.get(file, 0.0) + seconds
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
-    if config.getoption("--record-cpu"):
-        if hasattr(config, "workerinput"):
-            config.workeroutput["cpu"] = _cpu_by_file  # type: ignore[attr-defined]
-        else:
-            record_cpu(_cpu_by_file, CPU_RECORDING)
-    if not config.getoption("--record-durations"):
+    if not config.getoption("--record-cpu"):
         return
     if hasattr(config, "workerinput"):
-        config.workeroutput["defined"] = _defined  # type: ignore[attr-defined]
-        return
-    # A partial run refreshes what it ran and keeps the rest; a test gone is dropped.
-    kept = {k: v for k, v in _durations().items() if not gone(k, _defined)}
-    kept.update({k: round(v, 1) for k, v in _recorded.items()})
-    DURATIONS.write_text(json.dumps(kept, indent=0, sort_keys=True) + "\n", encoding="utf-8")
+        config.workeroutput["cpu"] = _cpu_by_file  # type: ignore[attr-defined]
+        config.workeroutput["wall"] = _wall_by_file  # type: ignore[attr-defined]
+    else:
+        record_cpu(_cpu_by_file, CPU_RECORDING)
+        record_cpu(_wall_by_file, DURATIONS)
 
 
 def record_cpu(ran: dict[str, float], recording: Path) -> None:
-    """Each file that ran replaces its CPU seconds in `recording`; a file that no longer
-    exists is dropped."""
+    """Each file that ran replaces its seconds in `recording`; a file that no longer exists
+    is dropped."""
     try:
         kept = json.loads(recording.read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -2,7 +2,7 @@
 # Runs the tests. Arguments go to pytest.
 #
 # With no test path among the arguments (`bash tests/run.sh`, `.ci/run`, `bash tests/run.sh
-# -m "not slow"`): everything, as CI does. A fresh virtual environment from the lock file,
+# --tier unit`): everything, as CI does. A fresh virtual environment from the lock file,
 # the project installed into it, the Debian packages the tests start (prometheus,
 # prometheus-alertmanager) installed if missing (no service of theirs started or enabled),
 # the framework apps' environments, then ruff, mypy, vulture and the suite. Nothing already installed on the machine takes part: the

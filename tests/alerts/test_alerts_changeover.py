@@ -24,7 +24,7 @@ from tests.alerts.test_alerts import Clock
 from tests.alerts.test_alerts_production import RULE, _verdict, config, pages, replay
 
 # Hours to days of simulated traffic each: the slow tier.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 
 def information_limit_s(p0: float, p1: float, rate: float, budget_s: float) -> float:

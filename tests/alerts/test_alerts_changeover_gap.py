@@ -21,7 +21,7 @@ from tests.alerts.test_alerts_changeover import information_limit_s, started
 from tests.alerts.test_alerts_production import RULE, config, pages, replay
 
 # Days of simulated traffic each: the slow tier.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 # A new detector reads 0.30 where the old one read 0.20; the service's defect rate doubles
 # a quarter hour later.

@@ -28,7 +28,7 @@ from monitor.service import Service as Monitor
 from monitor.telemetry import create_telemetry
 from tests.alerts.test_alerts import Clock
 
-pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+pytestmark = pytest.mark.e2e
 
 RULE = """
 alerts:

@@ -32,7 +32,7 @@ from harness.rag_service import (
 from harness.servers import alertmanager, need, prometheus, rag_monitor, webhook
 from harness.wait import Deadline
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 RULE = FLEET_RULE["name"]
 REPLICAS = 3

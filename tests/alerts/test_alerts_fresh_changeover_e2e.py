@@ -13,7 +13,7 @@ import pytest
 from tests.alerts.fresh_e2e import STRICTER, changeover
 
 # A real sidecar fed in real time for minutes: the slow tier.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 
 def test_an_evaluator_changeover_pages_nothing_and_a_rise_after_it_pages(

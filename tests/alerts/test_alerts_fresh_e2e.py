@@ -26,7 +26,7 @@ from tests.alerts.fresh_e2e import (
 )
 
 # A real sidecar fed in real time for minutes: the slow tier.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 # Identical failing requests of the burst, sent at three times the service's own rate.
 BURST = 240

@@ -20,7 +20,7 @@ from tests.alerts.test_alerts import Clock, record, verdict
 from tests.alerts.test_alerts_production import config, pages, replay
 
 # Hours to days of simulated traffic each: the slow tier.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 
 def test_a_doubling_on_the_first_morning_pages_before_the_first_day_is_learned() -> None:

@@ -303,7 +303,7 @@ def _restart_in_512_mib(tmp_path: Path, state_path: Path) -> tuple[str, str]:
     return log.read_text(), metrics
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_flood_before_the_budget_restarts_in_512_mib_and_its_file_is_kept(
     tmp_path: Path,
 ) -> None:
@@ -320,7 +320,7 @@ def test_a_flood_before_the_budget_restarts_in_512_mib_and_its_file_is_kept(
     assert f"moved to {aside}" in text
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 async def test_a_flood_at_the_budget_restarts_in_512_mib_with_its_state(tmp_path: Path) -> None:
     """24 services flooded with per-request conversations through the engine until its
     budget evicts: the file it saves loads within the limit, and the restart reaches

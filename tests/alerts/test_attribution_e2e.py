@@ -28,7 +28,7 @@ from harness.rag_service import PER_S, Service, metric
 from harness.servers import alertmanager, need, rag_monitor, webhook
 from harness.wait import wait_until
 
-pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+pytestmark = pytest.mark.e2e
 
 RULE = "hallucination_regression"
 HEALTHY_SHARE = 0.2

@@ -86,7 +86,7 @@ def _events(replay: Backtest, rows: list[Any]) -> list[tuple[float, str, str]]:
     return [(e.time, e.status, e.alert.labels["alertname"]) for e in events]
 
 
-@pytest.mark.slow  # a few seconds: subprocesses, or a day replayed twice
+@pytest.mark.e2e  # a few seconds: subprocesses, or a day replayed twice
 def test_a_jump_sends_what_every_evaluation_would(tmp_path: Path) -> None:
     """A day, three days of nothing, then a day and a rise: the same pages and resolves,
     at the same times, whether the clock jumps the gap or runs every evaluation in it."""
@@ -131,7 +131,7 @@ def test_a_line_past_the_bound_is_refused_unread(tmp_path: Path, name: str) -> N
     ]
 
 
-@pytest.mark.slow  # a few seconds: subprocesses, or a day replayed twice
+@pytest.mark.e2e  # a few seconds: subprocesses, or a day replayed twice
 @pytest.mark.skipif(shutil.which("prlimit") is None, reason="needs prlimit")
 def test_a_gzip_bomb_without_newlines_is_refused_in_bounded_memory(tmp_path: Path) -> None:
     """1 GiB of one line, from a 1 MB file, under an address space of 700 MiB (the command
@@ -171,7 +171,7 @@ def test_a_gzip_bomb_without_newlines_is_refused_in_bounded_memory(tmp_path: Pat
     assert f"{bomb}:2: a line longer than {MAX_LINE_BYTES:,} bytes" in result.stderr
 
 
-@pytest.mark.slow  # a few seconds: subprocesses, or a day replayed twice
+@pytest.mark.e2e  # a few seconds: subprocesses, or a day replayed twice
 def test_rows_out_of_order_are_information_not_refusals(tmp_path: Path) -> None:
     rows = write(
         tmp_path / "rows.jsonl",
@@ -192,7 +192,7 @@ def test_rows_out_of_order_are_information_not_refusals(tmp_path: Path) -> None:
     assert "refused" not in result.stderr
 
 
-@pytest.mark.slow  # a few seconds: subprocesses, or a day replayed twice
+@pytest.mark.e2e  # a few seconds: subprocesses, or a day replayed twice
 def test_the_defect_rate_per_day_and_the_objective_it_allows(tmp_path: Path) -> None:
     rows = write(
         tmp_path / "rows.jsonl",
@@ -221,7 +221,7 @@ def test_the_defect_rate_per_day_and_the_objective_it_allows(tmp_path: Path) -> 
     )
 
 
-@pytest.mark.slow  # a few seconds: subprocesses, or a day replayed twice
+@pytest.mark.e2e  # a few seconds: subprocesses, or a day replayed twice
 def test_without_config_the_usual_one_is_read_or_the_way_to_give_one_said(
     tmp_path: Path,
 ) -> None:

@@ -39,7 +39,7 @@ from tests.alerts.test_alerts import Clock
 
 # A quarter of an hour of simulated traffic through the evaluation stage, a record at a
 # time: the slow tier.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 EVALUATOR = "local_groundedness"
 INTERVAL = 15.0

@@ -26,7 +26,7 @@ from tests.alerts.test_alerts import Clock, record
 from tests.alerts.test_alerts_production import _verdict
 
 # Hours to days of simulated traffic each: the slow tier.
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 INTERVAL = 15.0
 CONFIG = Config.model_validate(

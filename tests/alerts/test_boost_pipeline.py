@@ -225,7 +225,7 @@ class Minute:
     refused: float
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 async def test_a_building_regression_boosts_sampling_within_the_budget_and_it_falls_back(
     stub: StubJudge, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -68,7 +68,7 @@ def _time_to_name_m2(share: float) -> tuple[float, float]:
     raise AssertionError("m2 never named")
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("share", [0.1, 0.2])
 def test_a_forged_conversation_neither_widens_the_design_effect_nor_delays_the_where_alert(
     share: float,

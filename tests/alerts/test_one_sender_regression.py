@@ -61,7 +61,7 @@ def _minutes_to_page(share: float, forgery: str | None, *, warmup_days: float = 
     return math.inf
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize(("share", "forgery"), [(0.02, "swing"), (0.2, "twice")])
 def test_one_senders_swinging_hours_do_not_delay_the_page_of_a_doubling(
     share: float, forgery: str

@@ -121,7 +121,7 @@ def _value(service: Service, name: str, **labels: str) -> float | None:
     return service.telemetry.registry.get_sample_value(f"rag_monitor_{name}", labels)
 
 
-@pytest.mark.slow  # 160 judge calls through litellm
+@pytest.mark.e2e  # 160 judge calls through litellm
 @pytest.mark.asyncio
 async def test_a_judge_made_to_drift_is_paged_as_a_judge_change(
     stub: StubJudge, hook: Webhook, monkeypatch: pytest.MonkeyPatch
@@ -169,7 +169,7 @@ async def test_a_judge_made_to_drift_is_paged_as_a_judge_change(
         await service.shutdown(30)
 
 
-@pytest.mark.slow  # the first judge call of a process imports litellm
+@pytest.mark.e2e  # the first judge call of a process imports litellm
 @pytest.mark.asyncio
 async def test_the_anchor_check_stays_within_the_budget(
     stub: StubJudge, hook: Webhook, monkeypatch: pytest.MonkeyPatch
@@ -207,7 +207,7 @@ async def test_the_engine_asks_the_anchor_check_for_its_notes(
     assert engine.evaluator_note("local_groundedness") is None
 
 
-@pytest.mark.slow  # two streams of 17 simulated minutes
+@pytest.mark.e2e  # two streams of 17 simulated minutes
 def test_a_regression_page_on_a_judge_that_changed_says_so(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -227,7 +227,7 @@ async def test_a_restarted_monitor_keeps_its_audit_window(tmp_path: Path) -> Non
         await restarted.shutdown(30)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.timeout(900)
 async def test_a_real_judge_as_reference_gives_the_estimate(
     model_server: str,  # noqa: F811  (the fixture imported above)

@@ -35,7 +35,7 @@ def _count(svc: Service, name: str, /, **labels: str) -> float:
     return _value(svc, name, **labels) or 0.0
 
 
-@pytest.mark.slow  # the first judge call of a process imports litellm
+@pytest.mark.e2e  # the first judge call of a process imports litellm
 async def test_a_failing_or_budgeted_reference_is_counted_and_nothing_is_lost(
     stub: StubJudge, monkeypatch: pytest.MonkeyPatch
 ) -> None:

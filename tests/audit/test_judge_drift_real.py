@@ -114,7 +114,7 @@ def _value(service: Service, name: str) -> float | None:
     return service.telemetry.registry.get_sample_value(f"rag_monitor_{name}", labels)
 
 
-@pytest.mark.slow  # three checks of 14 anchors on a real model
+@pytest.mark.e2e  # three checks of 14 anchors on a real model
 @pytest.mark.timeout(900)
 @pytest.mark.asyncio
 async def test_a_real_judge_made_to_drift_is_paged_at_the_first_check_after(

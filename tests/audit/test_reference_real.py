@@ -50,7 +50,7 @@ def _verdicts(sink: AuditSink) -> None:
     sink.emit(items)
 
 
-@pytest.mark.slow  # one check of four anchors on a real model
+@pytest.mark.e2e  # one check of four anchors on a real model
 @pytest.mark.timeout(900)
 @pytest.mark.asyncio
 async def test_a_real_reference_that_fails_every_anchor_gives_no_estimate_and_says_why(

@@ -47,7 +47,7 @@ from harness.servers import (
 )
 from harness.wait import CONDITION_S, wait_until
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 CANARY = "hallucination_canary"
 # The compressed cohort window: v1's verdicts leave it this long after its last ones.

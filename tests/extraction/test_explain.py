@@ -107,7 +107,7 @@ def _proposal(stdout: str) -> list[dict[str, Any]]:
     return entries
 
 
-@pytest.mark.slow  # two runs of the command line
+@pytest.mark.e2e  # two runs of the command line
 def test_explain_proposes_an_entry_that_makes_the_right_record(
     tmp_path: Path, cli: list[str]
 ) -> None:
@@ -342,7 +342,7 @@ def test_a_diagnosis_that_fails_costs_the_trace_nothing_and_says_so(
     assert cause.key == "diagnosis_failed" and "ValueError: no root" in cause.text()
 
 
-@pytest.mark.slow  # a monitor and four runs of the command line
+@pytest.mark.e2e  # a monitor and four runs of the command line
 def test_explain_from_debug_reads_a_running_monitors_trace_as_the_file_would(
     tmp_path: Path, cli: list[str]
 ) -> None:

@@ -74,7 +74,7 @@ _URIS = {text: uri for uri, text in KB.items()}
 
 @pytest.mark.parametrize(
     ("app", "instrumentation", "variant", "service"),
-    APPS + [pytest.param(*row, marks=pytest.mark.slow) for row in AGENT_STACKS],
+    APPS + [pytest.param(*row, marks=pytest.mark.e2e) for row in AGENT_STACKS],
 )
 async def test_tool_results_are_the_context_and_a_planted_fact_fails_groundedness(
     telemetry: Telemetry, app: str, instrumentation: str, variant: str, service: str
@@ -88,7 +88,7 @@ async def test_tool_results_are_the_context_and_a_planted_fact_fails_groundednes
     )
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize(("app", "instrumentation", "variant", "service"), ORDERED)
 async def test_log_records_exported_after_or_before_every_span_join_their_traces(
     telemetry: Telemetry, app: str, instrumentation: str, variant: str, service: str
@@ -181,7 +181,7 @@ WITHOUT_CONTENT = [
 ]
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("app", "instrumentation", "variant", "service", "reason", "stack"), WITHOUT_CONTENT
 )

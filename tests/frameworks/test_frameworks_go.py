@@ -35,7 +35,7 @@ from tests.frameworks.apps.framework_apps import (
 )
 from tests.frameworks.apps.openai_server import serve
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 SERVICE = "genkit-go-rag"
 
 

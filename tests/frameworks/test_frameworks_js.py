@@ -31,7 +31,7 @@ from monitor.telemetry import Telemetry
 from tests.frameworks.apps.framework_apps import ANSWERS, KB, PLANTED, QUESTIONS, search
 from tests.frameworks.apps.openai_server import serve
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 # (app, instrumentation, variant, service); `app` is `tests/js/<app>.mjs`.
 APPS = [

@@ -24,7 +24,7 @@ from monitor.records import CONTEXT_DOUBT
 from monitor.telemetry import Telemetry
 from tests.frameworks.test_frameworks_undeclared import _three_pass_three_fail
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 # (variant, whether the prompt names each document by its id)
 LAYOUTS = [

@@ -44,7 +44,7 @@ from tests.frameworks.apps.framework_apps import (
 )
 from tests.frameworks.apps.openai_server import serve
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 SERVICE = "quarkus-langchain4j-rag"
 HEADER = "Answer using the following information:"  # LangChain4j's default injection
 CUSTOM = "<notes>"  # the app's own injection template (`rag.template=custom`)

@@ -23,7 +23,7 @@ from monitor.records import EXTRACTION_SUSPECT
 from monitor.telemetry import Telemetry
 from tests.frameworks.apps.framework_apps import KB, QUESTIONS, SLOW_CALL_S, SLOW_QUESTIONS
 
-pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+pytestmark = pytest.mark.e2e
 
 
 async def test_a_model_call_slower_than_the_idle_timeout_gives_one_whole_record(

@@ -50,7 +50,7 @@ from tests.frameworks.apps.framework_apps import (
 )
 from tests.frameworks.apps.openai_server import serve
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 # The trace stage's logger: what it says of each trace (the receivers also say that they
 # discard the app's other log lines, which the log appender sends along with Spring AI's).
 TRACE_STAGE = "monitor.processors.trace"

@@ -33,7 +33,7 @@ from monitor.records import EXTRACTION_SUSPECT
 from monitor.telemetry import Telemetry
 from tests.frameworks.apps.framework_apps import INSTRUCTIONS, PLANTED_THREE, QUESTIONS
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 # (app module, instrumentation, variant, the record's context_source)
 APPS = [

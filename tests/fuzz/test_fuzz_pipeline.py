@@ -44,7 +44,7 @@ from monitor.records.limits import SizeLimits
 from tests.exporters.test_otlp_events import Received, http_stub
 
 pytestmark = [
-    pytest.mark.slow,
+    pytest.mark.e2e,
     pytest.mark.filterwarnings("ignore:unclosed <socket.socket:ResourceWarning"),
 ]
 

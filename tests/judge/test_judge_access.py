@@ -336,7 +336,7 @@ async def test_probe_says_to_ask_for_structured_output_when_a_free_form_answer_i
     assert "structured_output" not in lines["on"], lines["on"]
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.asyncio
 async def test_a_judge_nothing_answers_at_is_named_unreachable_by_probe_and_at_run_time(
     tmp_path: Path,
@@ -403,7 +403,7 @@ async def test_a_missing_provider_key_at_run_time_is_an_auth_failure(
     assert "set a valid key in OPENAI_API_KEY" in caplog.text
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.asyncio
 async def test_replay_at_debug_logs_json_on_stderr_and_fails_an_evaluator_of_errors_only(
     stub: StubJudge, tmp_path: Path

@@ -6,7 +6,7 @@ table, the lines a script reports), never on a figure: a smoke run's figures mea
 The scripts run as subprocesses, as a reader runs them (`python bench/NAME.py --smoke`),
 several at a time (`PARALLEL`): most of their time is spent waiting on the processes they
 start. Scripts that read labelled data get a small generated file (`bench_smoke.write_labelled`),
-never the labelled data sets. Each case is in the slow tier.
+never the labelled data sets. Each case is in the e2e tier.
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ def smoke_runs(
             future.cancel()
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in CASES])
 def test_bench_smoke_run_prints_its_tables(case: Case, smoke_runs: dict[str, Future[Ran]]) -> None:
     reason = _skip_reason(case)

@@ -22,7 +22,7 @@ from harness.wait import CONDITION_S, SERVER_START_S, wait_until
 from monitor.config import EXTRA_MODULES
 from tests.config.test_extras import ALL_FEATURES, MISSING
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
 

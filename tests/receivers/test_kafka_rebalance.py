@@ -214,7 +214,7 @@ def busy_loops(count: int = 2) -> Iterator[None]:
             stop_process(loop, 10)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 async def test_a_rejoin_longer_than_the_idle_timeout_cuts_no_trace(tansu: Broker) -> None:
     """The join-mid-trace case on a busy machine (two busy-loop processes on the two
     cores), with a rejoin that outlasts `idle_timeout_s`: the first member's revoke waits
@@ -361,7 +361,7 @@ async def test_a_rejoin_longer_than_the_idle_timeout_cuts_no_trace(tansu: Broker
 _OPEN = 20
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_rolling_restart_cuts_no_trace(noida: Broker, tmp_path: Path) -> None:
     """Two replicas, one span per message (`otlp_proto`, keyed by trace id), traces always
     half delivered; each replica in turn gets SIGTERM while it holds open traces and is

@@ -40,7 +40,7 @@ def _send(exporter: SpanExporter, instance: str | None, query: str) -> None:
     provider.shutdown()
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_debug_records_show_each_records_sender(tmp_path: Path) -> None:
     config = {
         "exporters": {"prometheus": {"debug_records": 10}},

@@ -21,7 +21,7 @@ SHUTDOWN_S = 1.0
 STOPPED = re.compile(r"stopped; (\d+) sampled traces and records finished, (\d+) abandoned")
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.parametrize("step", [EXTRACTION, SCORING])
 @pytest.mark.parametrize("processes", [0, 1])
 def test_sigterm_ends_the_process_while_a_step_hangs(

@@ -129,7 +129,7 @@ def test_four_megabyte_label_values_become_short_distinct_counted_ones(tmp_path:
 DOCUMENT_TRACES = 60
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_hundred_thousand_documents_per_trace_cost_a_bounded_record(tmp_path: Path) -> None:
     """Sixty traces of 100,000 one-word documents (1 MB requests), `/debug/records` on:
     each record keeps `record_limits.max_documents` of them and is counted as cut, every
@@ -206,7 +206,7 @@ def _shop(port: int) -> None:
     assert post(port, body).status == 200
 
 
-@pytest.mark.slow
+@pytest.mark.e2e
 def test_a_real_service_gets_its_own_series_while_one_shot_names_are_sprayed(
     tmp_path: Path,
 ) -> None:

@@ -20,6 +20,11 @@ uv="${1:-uv}"
 which="${2:-all}"
 cache="${MONITOR_TESTS_FRAMEWORK_ENVS:-${XDG_CACHE_HOME:-$HOME/.cache}/rag-monitor/framework-envs}"
 mkdir -p "$cache"
+# One build at a time per cache: two checkouts' test runs on one machine would otherwise
+# remove and rebuild the same folder under each other. The second waits, then finds the
+# folders complete.
+exec 9>"$cache/.build.lock"
+flock 9
 
 fresh() {  # $1: the build's folder; succeeds when it is complete
     [ -e "$1/.complete" ]
