@@ -119,9 +119,7 @@ class JudgeEvaluator:
             return EvalResult(name=self.name, error=verdict.error or "no verdict", **costs)
         return self._result(verdict, costs)
 
-    def _parser(
-        self, template: Template, documents: int
-    ) -> Callable[[str], parsers.ParsedVerdict]:
+    def _parser(self, template: Template, documents: int) -> Callable[[str], parsers.ParsedVerdict]:
         answer = self.definition.answer
         if answer in ("score5", "rubric"):
             labels = template.words.labels

@@ -176,9 +176,7 @@ def _number(line: str, start: int) -> str | None:
     return raw if raw and raw.count(".") <= 1 else None
 
 
-def parse_score(
-    text: str, low: int, high: int, labels: tuple[str, ...] = ()
-) -> ParsedVerdict:
+def parse_score(text: str, low: int, high: int, labels: tuple[str, ...] = ()) -> ParsedVerdict:
     """`Score: 4`, `4`, `**4**`, `[RESULT] 4`, `score = 4/5` → 4 (within low..high); with
     the template's `labels` first (`分数：4`, `评分: 4/5`, `得分：４分`)."""
     shown = text.strip().split("\n")
@@ -213,6 +211,7 @@ def _in_range(raw: str, low: float, high: float) -> float:
 
 
 # -- YES/NO and PASS/FAIL ---------------------------------------------------------------
+
 
 def parse_yes_no(text: str, vocab: Words = YES_NO) -> ParsedVerdict:
     """YES/NO (or the template's words for them) in any case, with punctuation or

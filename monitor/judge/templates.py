@@ -193,8 +193,7 @@ def front_matter(text: str) -> tuple[dict[str, str], str]:
     language = meta.get("language", "en")
     if language not in SYSTEM_MESSAGES:
         raise TemplateError(
-            f"front matter language {language!r}: templates are written in "
-            + ", ".join(LANGUAGES)
+            f"front matter language {language!r}: templates are written in " + ", ".join(LANGUAGES)
         )
     if bool(meta.get("true")) != bool(meta.get("false")):
         raise TemplateError("front matter names true without false, or false without true")
@@ -235,9 +234,8 @@ def detect_language(*texts: str | None) -> str:
 def builtin_languages(name: str) -> tuple[str, ...]:
     """The languages `name` has a built-in template in (English always)."""
     root = resources.files("monitor.judge").joinpath("prompts")
-    return ("en",) + tuple(
-        lang for lang in LANGUAGES[1:] if root.joinpath(lang, f"{name}.txt").is_file()
-    )
+    others = [lang for lang in LANGUAGES[1:] if root.joinpath(lang, f"{name}.txt").is_file()]
+    return ("en", *others)
 
 
 def load(

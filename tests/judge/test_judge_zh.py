@@ -77,7 +77,11 @@ def test_each_chinese_template_shows_what_the_english_one_shows(name: str) -> No
     en = judge_template(definition, None, "en")
     zh = judge_template(definition, None, "zh")
     assert zh.placeholders == en.placeholders
-    assert (zh.language, zh.system, zh.reminder.startswith("无法读取")) == ("zh", SYSTEM_MESSAGE_ZH, True)
+    assert (zh.language, zh.system, zh.reminder.startswith("无法读取")) == (
+        "zh",
+        SYSTEM_MESSAGE_ZH,
+        True,
+    )
     assert zh.version != en.version and zh.version.startswith(f"{name}@")
     assert "---" not in zh.text  # the front matter is not sent
     # Every verdict word the template declares is one the template's text asks for.
@@ -242,7 +246,13 @@ CASES: list[tuple[str, str, float, str, bool]] = [
     ("groundedness", "每条陈述都在文档1中写明。\n分数：５", 5, "pass", True),
     ("groundedness", "回答与上下文矛盾。\n分数：1分", 1, "fail", False),
     ("faithfulness", '{"score": 1, "feedback": "唯一的陈述有依据。"}', 1, "pass", True),
-    ("answer_relevancy", '```json\n{"score": 0.2, "feedback": "答非所问。"}\n```', 0.2, "fail", False),
+    (
+        "answer_relevancy",
+        '```json\n{"score": 0.2, "feedback": "答非所问。"}\n```',
+        0.2,
+        "fail",
+        False,
+    ),
     ("answer_correctness", "年份一致。\n判断：正确", 1, "correct", True),
     (
         "pass_fail_faithfulness",
@@ -340,7 +350,9 @@ def _problems(tmp_path: Path, evaluators: list[dict[str, Any]]) -> list[str]:
 
     path = tmp_path / "c.yaml"
     path.write_text(
-        yaml.safe_dump({"judge": {"model": "openai/x", "api_key_env": "K"}, "evaluators": evaluators})
+        yaml.safe_dump(
+            {"judge": {"model": "openai/x", "api_key_env": "K"}, "evaluators": evaluators}
+        )
     )
     with pytest.raises(ConfigError) as info:
         load_config(path, environ={"K": "k"}, evaluator_check=evaluator_problems)
