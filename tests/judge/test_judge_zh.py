@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from hypothesis import given
+from hypothesis import strategies as st
 
 from harness.judge_stub import Reply, StubJudge
 from monitor.config import ConfigError, load_config
@@ -207,6 +209,32 @@ def test_chinese_score_rejects(text: str) -> None:
     labels = judge_template(DEFINITIONS["groundedness"], None, "zh").words.labels
     with pytest.raises(ParseError):
         parsers.parse_score(text, 1, 5, labels)
+
+
+_ZH_TEXT = st.text(
+    alphabet=st.sampled_from(list("是否答案分数：:，,。.!？ \n也许不通过正确错误４4的*#-"))
+    | st.characters(),
+    max_size=120,
+)
+
+
+@given(_ZH_TEXT)
+def test_a_verdict_is_read_only_from_a_word_the_template_asked_for(text: str) -> None:
+    """Any text: a `ParseError`, or a verdict whose word is in the text (never a default)."""
+    for name in ("relevancy", "answer_correctness"):
+        words = _words(name)
+        try:
+            parsed = parsers.parse_yes_no(text, words)
+        except ParseError:
+            continue
+        asked = [w for w, value in words.choices.items() if value is parsed.value]
+        assert any(w in parsers.normalise(text).casefold() for w in asked), (name, text)
+    labels = judge_template(DEFINITIONS["groundedness"], None, "zh").words.labels
+    try:
+        score = parsers.parse_score(text, 1, 5, labels).value
+    except ParseError:
+        return
+    assert 1 <= score <= 5
 
 
 def test_a_score_label_is_the_templates() -> None:
