@@ -180,7 +180,9 @@ async def run_mode(
         client = JudgeClient(config.judge, config.redaction, telemetry, environ={})
         context = BuildContext(judge=client, judge_model=config.judge.model)
         rubric = RUBRIC if name == "rubric" else None
-        entry = EvaluatorConfig(name=name, rubric=rubric, language=language)
+        entry = EvaluatorConfig.model_validate(
+            {"name": name, "rubric": rubric, "language": language}
+        )
         evaluator = build(entry, context)
 
         async def one(record: RagRecord) -> Any:
