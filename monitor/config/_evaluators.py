@@ -19,6 +19,9 @@ DEFAULT_LOCAL_EVALUATORS = (
     "local_safety",
 )
 
+# The languages an LLM judge's built-in templates are written in, or `auto` to pick per record.
+JudgeLanguage = Literal["en", "zh", "auto"]
+
 # Harm severity buckets, lowest first (the safety evaluators).
 Severity = Literal["very_low", "low", "medium", "high"]
 
@@ -178,6 +181,9 @@ class RevisionKeys(Section):
     model: str | None = None
     prompt: str | None = None
     rubric: str | None = None
+    # The language of an LLM judge's built-in template: `en`, `zh`, or `auto` (per record,
+    # from the share of Han characters in its question and answer).
+    language: JudgeLanguage | None = None
     # Options of `trustworthiness_tlm` (the registry rejects them on other evaluators).
     tlm: TrustworthinessTlm | None = None
     # `local_groundedness` only: rescore its uncertain band with the sentence-pair model

@@ -31,10 +31,11 @@ from monitor.judge.definitions import (
     JUDGE_EVALUATORS,
     NEEDS_REFERENCE,
     JudgeDefinition,
-    judge_template,
+    answer_words,
+    judge_templates,
     needs_judge,
 )
-from monitor.judge.templates import Template
+from monitor.judge.templates import Template, detect_language
 from monitor.records import RagRecord
 from monitor.results import SEVERITIES, EvalResult, severity_bucket
 from monitor.telemetry import Telemetry
@@ -50,7 +51,7 @@ class JudgeEvaluator:
         definition: JudgeDefinition,
         client: JudgeClient,
         model: str,
-        template: Template,
+        templates: dict[str, Template],
         *,
         threshold: float | None = None,
         severity_threshold: Severity | None = None,
@@ -61,9 +62,10 @@ class JudgeEvaluator:
         self.definition = definition
         self.requires = definition.requires
         self.model = model
-        self.template = template
-        self.version = template.version
-        self._shown = template.placeholders
+        # By language: one, or one per language where `language: auto` picks by the record.
+        self.templates = templates
+        self.template = next(iter(templates.values()))
+        self.version = "+".join(t.version for t in self.templates.values())
         self._client = client
         self._rubric = rubric
         self._api_base = api_base
@@ -76,6 +78,9 @@ class JudgeEvaluator:
         if d.reference and not record.expected_response:
             return EvalResult.failed(self.name, NEEDS_REFERENCE)
         context = record.context_text
+        template = self.template
+        if len(self.templates) > 1:
+            template = self.templates[detect_language(record.query, record.response)]
         values: dict[str, str | list[str] | None] = {
             "query": record.query,
             "context": context,
@@ -87,19 +92,20 @@ class JudgeEvaluator:
         inputs = {
             k: v if not isinstance(v, list) else "\x1e".join(v)
             for k, v in values.items()
-            if k in self._shown
+            if k in template.placeholders
         }
         verdict = await self._client.judge(
             evaluator=self.name,
-            version=self.version,
+            version=template.version,
             model=self.model,
-            messages=self.template.render(values),
+            messages=template.render(values),
             inputs=inputs,
             answer=AnswerFormat(
-                parse_text=self._parser(len(context)),
-                hint=d.hint,
+                parse_text=self._parser(template, len(context)),
+                hint=template.hint or d.hint,
                 schema=d.answer_schema,
                 documents=len(context),
+                reminder=template.reminder,
             ),
             max_tokens=d.max_tokens,
             api_base=self._api_base,
@@ -113,16 +119,19 @@ class JudgeEvaluator:
             return EvalResult(name=self.name, error=verdict.error or "no verdict", **costs)
         return self._result(verdict, costs)
 
-    def _parser(self, documents: int) -> Callable[[str], parsers.ParsedVerdict]:
+    def _parser(self, template: Template, documents: int) -> Callable[[str], parsers.ParsedVerdict]:
         answer = self.definition.answer
         if answer in ("score5", "rubric"):
-            return lambda text: parsers.parse_score(text, 1, 5)
+            labels = template.words.labels
+            return lambda text: parsers.parse_score(text, 1, 5, labels)
         if answer == "yes_no":
-            return parsers.parse_yes_no
+            yes_no = answer_words(self.definition, template)
+            return lambda text: parsers.parse_yes_no(text, yes_no)
         if answer == "unit":
             return parsers.parse_unit_score
         if answer == "pass_fail":
-            return parsers.parse_pass_fail
+            pass_fail = answer_words(self.definition, template)
+            return lambda text: parsers.parse_pass_fail(text, pass_fail)
         if answer == "retrieval":
             return lambda text: parsers.parse_retrieval(text, documents)
         if answer == "chunks":
@@ -249,7 +258,7 @@ def _create_judge(entry: EvaluatorConfig, context: BuildContext) -> JudgeEvaluat
         definition,
         client,
         model,
-        judge_template(definition, entry.prompt),
+        judge_templates(definition, entry.prompt, entry.language),
         threshold=entry.threshold,
         severity_threshold=entry.severity_threshold,
         rubric=entry.rubric,

@@ -108,6 +108,8 @@ def resolved(entry: EvaluatorConfig) -> EvaluatorConfig:
         filled["threshold"] = default_threshold(entry.name)
     if entry.severity_threshold is None:
         filled["severity_threshold"] = default_severity_threshold(entry.name)
+    if entry.name in DEFINITIONS and entry.language is None:
+        filled["language"] = "en"
     if entry.name == "local_groundedness" and entry.second_stage is None:
         filled["second_stage"] = False
     if entry.name == TLM:
@@ -135,6 +137,7 @@ def decisive(entry: EvaluatorConfig, judge: Judge) -> dict[str, object]:
             "escalate_from",
             "band",
             "rubric",
+            "language",
             "tlm",
             "second_stage",
         },
@@ -179,7 +182,9 @@ def evaluator_problems(entries: list[EvaluatorConfig], judge_model: str | None) 
         ):
             problems.append(f"{i}.name: {extra}")
         model = entry.model or judge_model
-        problem = judge_config_problem(entry.name, model, entry.prompt, entry.rubric)
+        problem = judge_config_problem(
+            entry.name, model, entry.prompt, entry.rubric, entry.language
+        )
         if problem is not None:
             problems.append(f"{i}.{problem}")
     return problems
@@ -201,7 +206,7 @@ def _revision_problems(
         written = "old" if key == "previous" else "new"
         problems.append(
             f"{i}.{key}: the same revision as the evaluator (none of threshold, "
-            "severity_threshold, model, prompt, rubric, tlm, second_stage differs from "
+            "severity_threshold, model, prompt, rubric, language, tlm, second_stage differs from "
             f"the entry's own, as the evaluator applies them); write the {written} values"
         )
     return problems

@@ -3,7 +3,7 @@
 `revision(entry, judge)` is the monitor's version and a short hash of everything in the
 evaluator's config that changes a verdict, as resolved (a default written out is the default
 left out: `registry.resolved`): its name, threshold and severity threshold, the
-judge's model, prompt, rubric and answer format, escalation band, the second stage, the
+judge's model, prompt, language, rubric and answer format, escalation band, the second stage, the
 trustworthiness options. The monitor's version stands for its detector and its default
 prompts (both ship with it). Not included: sampling and budgets, endpoints and keys,
 timeouts and retries (they change which records are judged or how fast, not the verdict).

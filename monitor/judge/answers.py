@@ -30,6 +30,8 @@ class AnswerFormat:
     hint: str  # the required format in words, for the follow-up after an unreadable answer
     schema: type[JudgeAnswer] | None = None  # structured output, where the model takes it
     documents: int = 0  # context documents, for per-document verdicts
+    # The follow-up after an unreadable answer, in the prompt's language ({hint} filled in).
+    reminder: str = FORMAT_REMINDER
 
     def read(self, text: str, structured: bool) -> tuple[ParsedVerdict, bool]:
         """The verdict, and whether it came from the schema. Raises `ParseError`."""

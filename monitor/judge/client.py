@@ -337,7 +337,7 @@ class JudgeClient:
             self._extra.retries.labels(model, "unparseable").inc()
             conversation += [
                 {"role": "assistant", "content": reply.text or "(empty)"},
-                {"role": "user", "content": FORMAT_REMINDER.format(hint=answer.hint)},
+                {"role": "user", "content": answer.reminder.format(hint=answer.hint)},
             ]
             reply = await self._call(
                 model, api_base, conversation, max_tokens, spent, response_format, sampling

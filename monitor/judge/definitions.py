@@ -8,8 +8,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from monitor.judge import schemas
-from monitor.judge.templates import Template, TemplateError, load
+from monitor.judge import parsers, schemas
+from monitor.judge.templates import LANGUAGES, Template, TemplateError, builtin_languages, load
 from monitor.records import Part
 
 Answer = Literal[
@@ -182,7 +182,11 @@ def needs_judge(evaluators: Iterable[str]) -> bool:
 
 
 def judge_config_problem(
-    name: str, model: str | None, prompt: str | None, rubric: str | None
+    name: str,
+    model: str | None,
+    prompt: str | None,
+    rubric: str | None,
+    language: str | None = None,
 ) -> str | None:
     """`key: problem` for a judge evaluator's config entry, or None when it is usable: the
     one check of a judge's entry (`registry.check_evaluators`, when the config is loaded,
@@ -193,13 +197,30 @@ def judge_config_problem(
             return f"model: {name} is an LLM judge; set evaluators[].model or judge.model"
         if prompt is not None:
             return f"prompt: {name} uses its own sample and reflection prompts; remove prompt"
+        if language not in (None, "en"):
+            return f"language: {name}'s prompts are written in en only"
         return None
     if definition is None:
-        return None
+        return None if language is None else f"language: {name} is no LLM judge; remove it"
     if not model:
         return f"model: {name} is an LLM judge; set evaluators[].model or judge.model"
     if definition.answer == "rubric" and not rubric:
         return "rubric: the rubric evaluator needs the grading rubric text"
+    if language not in (None, "en"):
+        if prompt is not None:
+            return (
+                f"language: {language} picks a built-in template, but prompt replaces it; "
+                "remove language (a prompt says its own language in its front matter)"
+            )
+        wanted = LANGUAGES if language == "auto" else (language,)
+        written = builtin_languages(name)
+        missing = [lang for lang in wanted if lang not in written]
+        if missing:
+            having = sorted(n for n in DEFINITIONS if set(wanted) <= set(builtin_languages(n)))
+            return (
+                f"language: {name} has no {'/'.join(missing)} template; "
+                f"{language} is offered for {', '.join(having)}"
+            )
     try:
         judge_template(definition, prompt)
     except TemplateError as exc:
@@ -207,6 +228,28 @@ def judge_config_problem(
     return None
 
 
-def judge_template(definition: JudgeDefinition, prompt: str | None) -> Template:
+def judge_template(
+    definition: JudgeDefinition, prompt: str | None, language: str = "en"
+) -> Template:
     allowed = definition.placeholders | definition.optional
-    return load(definition.name, prompt, definition.placeholders, allowed)
+    return load(definition.name, prompt, definition.placeholders, allowed, language=language)
+
+
+def judge_templates(
+    definition: JudgeDefinition, prompt: str | None, language: str | None
+) -> dict[str, Template]:
+    """The evaluator's templates by language: one for `en`/`zh` (or an override), every
+    built-in language for `auto`."""
+    if language == "auto":
+        return {lang: judge_template(definition, None, lang) for lang in LANGUAGES}
+    template = judge_template(definition, prompt, language or "en")
+    return {template.language: template}
+
+
+def answer_words(definition: JudgeDefinition, template: Template) -> parsers.Words:
+    """The verdict words `template` asked for, each part the kind's default where it
+    names none (English)."""
+    default = parsers.PASS_FAIL if definition.answer == "pass_fail" else parsers.YES_NO
+    w = template.words
+    declared = parsers.words(w.labels, w.true, w.false)
+    return parsers.Words(declared.labels or default.labels, declared.choices or default.choices)

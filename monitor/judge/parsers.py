@@ -4,12 +4,21 @@ Judges (large hosted models and small local ones alike) wrap their verdicts in p
 markdown and code fences. Each parser looks for the shapes its format allows, in a fixed
 order of preference, and raises `ParseError` when none matches. Nothing here guesses by
 grabbing "the first number" or "the first pair of braces".
+
+Verdict words and answer-line labels come from the template that asked for them
+(`Words`, from its front matter: `答案` / `是` / `否`, `分数`, ...); the English ones are
+the defaults for a template that declares none. Answers are read after NFKC
+normalisation, so full-width digits and punctuation (`４`, `：`, `，`) read as their ASCII
+forms, and a verdict word is a whole token: the text up to the next space or punctuation
+mark (`是，因为…` is 是; `是的` is not 是, and `不通过` is not 通过).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +46,110 @@ def _strip_markup(text: str) -> str:
     return text.replace("**", "").replace("__", "").strip()
 
 
+def normalise(text: str) -> str:
+    """NFKC: full-width digits, letters and punctuation as their ASCII forms."""
+    return unicodedata.normalize("NFKC", text)
+
+
+@dataclass(frozen=True, slots=True)
+class Words:
+    """What a template asked the verdict to be written with: the labels an answer line
+    opens with, and each verdict word with its value (compared case-insensitively)."""
+
+    labels: tuple[str, ...]
+    choices: Mapping[str, bool]
+
+    def value(self, token: str) -> bool | None:
+        return self.choices.get(token.casefold())
+
+
+def words(labels: tuple[str, ...], true: tuple[str, ...], false: tuple[str, ...]) -> Words:
+    choices = {normalise(w).casefold(): True for w in true}
+    choices.update({normalise(w).casefold(): False for w in false})
+    return Words(tuple(normalise(label).casefold() for label in labels), choices)
+
+
+_LABELS = ("answer", "verdict", "result", "decision", "label")
+YES_NO = words(_LABELS, ("yes",), ("no",))
+PASS_FAIL = words(_LABELS, ("pass",), ("fail",))
+_SEPARATORS = frozenset(":=-")
+# Characters an answer line's label may be decorated with before it (markdown, bullets).
+_DECOR = frozenset("#>*-•·[]()\"'`“”「」【】 \t")
+
+
+def _is_break(ch: str) -> bool:
+    """Whether `ch` ends a token: a space, a punctuation mark, a symbol, a control."""
+    return unicodedata.category(ch)[0] in "ZPSC"
+
+
+def _token(text: str, start: int) -> tuple[str, int]:
+    """The token at `start` after spaces and markup, and where it ends."""
+    i = start
+    while i < len(text) and (text[i].isspace() or text[i] in _DECOR):
+        i += 1
+    j = i
+    while j < len(text) and not _is_break(text[j]):
+        j += 1
+    return text[i:j], j
+
+
+def _labelled(line: str, labels: tuple[str, ...]) -> int | None:
+    """Where the value of an answer line starts (after `label:`), or None when the line
+    is no answer line: its key (the text before the first separator) is one of `labels`,
+    with at most one word before it ("Final answer:", "最终答案：")."""
+    cut = next((i for i, ch in enumerate(line) if ch in _SEPARATORS), -1)
+    if cut <= 0:
+        return None
+    key = "".join(ch for ch in line[:cut] if ch not in _DECOR or ch == " ").strip().casefold()
+    for label in labels:
+        if not key.endswith(label):
+            continue
+        before = key[: len(key) - len(label)]
+        if not before:
+            return cut + 1
+        # A Latin label is a word of its own; CJK text has no spaces between words.
+        joined = before[-1].isascii() and before[-1].isalnum() and label[0].isascii()
+        if not joined and len(before.split()) <= 1:
+            return cut + 1
+    return None
+
+
+def parse_choice(text: str, vocab: Words, what: str) -> ParsedVerdict:
+    """A two-way verdict written with `vocab`'s words: the whole answer, the last answer
+    line (`Answer: YES`, `答案：否`), the first token (`Yes, because ...`, `是，因为……`),
+    or the last line's only token. Anything else (`maybe`, `也许`) is a `ParseError`."""
+    # Explanations keep the judge's own punctuation: lines are read normalised, shown as sent.
+    shown = _strip_markup(text).split("\n")
+    lines = [normalise(line) for line in shown]
+    stripped = "\n".join(lines)
+    # 1. The whole answer is the word ("Yes", "no.", "'No'", "是。").
+    token, end = _token(stripped, 0)
+    rest = stripped[end:]
+    value = vocab.value(token)
+    if value is not None and all(_is_break(ch) or ch in _DECOR for ch in rest):
+        return ParsedVerdict(value, "")
+    # 2. An explicit answer line ("Answer: YES", "答案：否"); the last one wins.
+    for n in range(len(lines) - 1, -1, -1):
+        start = _labelled(lines[n], vocab.labels)
+        if start is None:
+            continue
+        word, _ = _token(lines[n], start)
+        found = vocab.value(word)
+        if found is not None:
+            explanation = "\n".join(shown[:n] + shown[n + 1 :]).strip()
+            return ParsedVerdict(found, clip(explanation))
+    # 3. The answer starts with the word and goes on to explain ("Yes, because ...").
+    if value is not None:
+        return ParsedVerdict(value, clip(rest.lstrip(" \t,.:;!-，。：；！、")))
+    # 4. The answer ends with the word on its own line.
+    last = lines[-1]
+    token, end = _token(last, 0)
+    value = vocab.value(token)
+    if len(lines) > 1 and value is not None and all(_is_break(ch) for ch in last[end:]):
+        return ParsedVerdict(value, clip("\n".join(shown[:-1])))
+    raise ParseError(f"no {what} verdict found")
+
+
 # -- 1..N scores ------------------------------------------------------------------------
 
 _NUMBER = r"(\d+(?:\.\d+)?)"
@@ -51,12 +164,34 @@ _SCORE_PATTERNS = (
 _BARE_NUMBER = re.compile(r"^\W*" + _NUMBER + r"(?:\s*/\s*\d+)?\W*$")
 
 
-def parse_score(text: str, low: int, high: int) -> ParsedVerdict:
-    """`Score: 4`, `4`, `**4**`, `[RESULT] 4`, `score = 4/5` → 4 (within low..high)."""
-    stripped = text.strip()
+def _number(line: str, start: int) -> str | None:
+    """The number at `start` after spaces and markup (`4`, `4.5`, `4/5`'s 4), or None."""
+    i = start
+    while i < len(line) and (line[i].isspace() or line[i] in _DECOR):
+        i += 1
+    j = i
+    while j < len(line) and line[j].isascii() and (line[j].isdigit() or line[j] == "."):
+        j += 1
+    raw = line[i:j].rstrip(".")
+    return raw if raw and raw.count(".") <= 1 else None
+
+
+def parse_score(text: str, low: int, high: int, labels: tuple[str, ...] = ()) -> ParsedVerdict:
+    """`Score: 4`, `4`, `**4**`, `[RESULT] 4`, `score = 4/5` → 4 (within low..high); with
+    the template's `labels` first (`分数：4`, `评分: 4/5`, `得分：４分`)."""
+    shown = text.strip().split("\n")
+    lines = [normalise(line) for line in shown]
+    stripped = "\n".join(lines)
     bare = _BARE_NUMBER.match(stripped)
     if bare:
         return ParsedVerdict(_in_range(bare.group(1), low, high), "")
+    wanted = tuple(normalise(label).casefold() for label in labels)
+    for n in range(len(lines) - 1, -1, -1):
+        start = _labelled(lines[n], wanted) if wanted else None
+        raw = None if start is None else _number(lines[n], start)
+        if raw is not None:
+            explanation = "\n".join(shown[:n] + shown[n + 1 :]).strip()
+            return ParsedVerdict(_in_range(raw, low, high), clip(_strip_markup(explanation)))
     for pattern in _SCORE_PATTERNS:
         matches = list(pattern.finditer(stripped))
         if matches:
@@ -77,50 +212,27 @@ def _in_range(raw: str, low: float, high: float) -> float:
 
 # -- YES/NO and PASS/FAIL ---------------------------------------------------------------
 
-_ANSWER_LINE = re.compile(
-    r"^\W*(?:final\s+)?(?:answer|verdict|result|decision|label)\s*[:=\-]\s*\W*(\w+)", re.I | re.M
-)
+
+def parse_yes_no(text: str, vocab: Words = YES_NO) -> ParsedVerdict:
+    """YES/NO (or the template's words for them) in any case, with punctuation or
+    markdown, alone or on an answer line."""
+    return parse_choice(text, vocab, "YES/NO")
 
 
-def _word_verdict(text: str, words: dict[str, bool], what: str) -> ParsedVerdict:
-    stripped = _strip_markup(text)
-    # 1. The whole answer is the word ("Yes", "no.", "**YES**", "'No'").
-    only = re.fullmatch(r"\W*(\w+)\W*", stripped)
-    if only and only.group(1).lower() in words:
-        return ParsedVerdict(words[only.group(1).lower()], "")
-    # 2. An explicit answer line ("Answer: YES"); the last one wins.
-    labelled = [m for m in _ANSWER_LINE.finditer(stripped) if m.group(1).lower() in words]
-    if labelled:
-        last = labelled[-1]
-        explanation = (stripped[: last.start()] + " " + stripped[last.end() :]).strip()
-        return ParsedVerdict(words[last.group(1).lower()], clip(explanation))
-    # 3. The answer starts with the word and goes on to explain ("Yes, because ...").
-    lead = re.match(r"\W*(\w+)\b[\s,.:;!\-]*(.*)", stripped, re.S)
-    if lead and lead.group(1).lower() in words:
-        return ParsedVerdict(words[lead.group(1).lower()], clip(lead.group(2)))
-    # 4. The answer ends with the word on its own line.
-    tail = re.search(r"(?:^|\n)\W*(\w+)\W*$", stripped)
-    if tail and tail.group(1).lower() in words:
-        return ParsedVerdict(words[tail.group(1).lower()], clip(stripped[: tail.start()]))
-    raise ParseError(f"no {what} verdict found")
-
-
-def parse_yes_no(text: str) -> ParsedVerdict:
-    """YES/NO in any case, with punctuation or markdown, alone or on an answer line."""
-    return _word_verdict(text, {"yes": True, "no": False}, "YES/NO")
-
-
-def parse_pass_fail(text: str) -> ParsedVerdict:
-    """JSON `{"REASONING": ..., "SCORE": "PASS"|"FAIL"}`, else a PASS/FAIL word."""
+def parse_pass_fail(text: str, vocab: Words = PASS_FAIL) -> ParsedVerdict:
+    """JSON `{"REASONING": ..., "SCORE": "PASS"|"FAIL"}` (or the template's words for
+    them), else a PASS/FAIL word."""
     try:
-        obj = parse_json(text, ("score",))
+        obj = parse_json(normalise(text), ("score",))
     except ParseError:
-        return _word_verdict(text, {"pass": True, "fail": False}, "PASS/FAIL")
-    raw = str(obj.value["score"]).strip().upper()
-    if raw not in ("PASS", "FAIL"):
-        raise ParseError(f"SCORE must be PASS or FAIL, got {raw[:20]!r}")
+        return parse_choice(text, vocab, "PASS/FAIL")
+    raw = str(obj.value["score"]).strip()
+    value = vocab.value(raw)
+    if value is None:
+        said = " or ".join(w.upper() for w in vocab.choices)
+        raise ParseError(f"SCORE must be {said}, got {raw[:20]!r}")
     reasoning = obj.value.get("reasoning", "")
-    return ParsedVerdict(raw == "PASS", clip(str(reasoning)))
+    return ParsedVerdict(value, clip(str(reasoning)))
 
 
 # -- JSON -------------------------------------------------------------------------------
@@ -155,6 +267,7 @@ def parse_json(text: str, required: tuple[str, ...]) -> ParsedVerdict:
     Code-fenced blocks are preferred over objects in prose; among candidates the last one
     that has all required keys wins. Keys are lower-cased in the returned value.
     """
+    text = normalise(text)
     candidates: list[dict[str, Any]] = []
     for block in _FENCE.findall(text):
         candidates.extend(_objects(block))

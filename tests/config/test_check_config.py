@@ -144,7 +144,8 @@ def test_check_config_prints_the_effective_value_of_every_default(
     path = tmp_path / "c.yaml"
     path.write_text(
         "judge: {model: openai/gpt-4o-mini, api_key_env: RAG_TEST_JUDGE_KEY}\n"
-        "evaluators: [{name: local_groundedness}, {name: local_safety}, {name: groundedness}]\n"
+        "evaluators: [{name: local_groundedness}, {name: local_safety}, {name: groundedness},\n"
+        "  {name: relevancy, language: auto}]\n"
     )
     # The judge needs its key to pass (check-config makes no call with it); named by
     # `api_key_env`, it is checked without importing litellm (seconds of CPU).
@@ -163,6 +164,9 @@ def test_check_config_prints_the_effective_value_of_every_default(
     }
     assert entries[1]["threshold"] is None and entries[1]["severity_threshold"] == "medium"
     assert entries[2]["threshold"] == 3.0
+    # A judge's template language: en where none is written; local evaluators have none.
+    assert [e["language"] for e in entries] == [None, None, "en", "auto"]
+    assert "# evaluator relevancy, language auto" in result.stdout.splitlines()
 
 
 def test_check_config_reports_every_problem_at_once(tmp_path: Path, cli: list[str]) -> None:

@@ -143,6 +143,7 @@ GOOD: dict[str, Any] = {
             "api_base": "http://127.0.0.1:8000/v1",
             "escalate_from": "local_groundedness",
             "band": [0.3, 0.7],
+            "language": "auto",
         },
         {
             "name": "rubric",
@@ -153,6 +154,7 @@ GOOD: dict[str, Any] = {
                 "rubric": "Is the answer kind?",
                 "prompt": None,
                 "model": "openai/gpt-4o",
+                "language": "en",
             },
         },
         {
@@ -433,6 +435,7 @@ TABLE: dict[str, list[Any]] = {
     "evaluators.1.band": [[0.7, 0.3], [0, 2], [0.1], "0.3-0.7", [math.nan, 0.5]],
     "evaluators.2.rubric": ["", "x" * 65537, [1]],
     "evaluators.1.api_base": NOT_A_URL,
+    "evaluators.1.language": [*NOT_A_CHOICE, "fr", "zh-CN"],
     **TLM_BAD,
     "evaluators.0.second_stage": NOT_A_FLAG,
     "evaluators.0.previous.until": ["", "soon", 5, [1]],
@@ -443,6 +446,8 @@ TABLE: dict[str, list[Any]] = {
     "evaluators.2.previous.model": NOT_TEXT,
     "evaluators.2.previous.prompt": ["x" * 65537, [1]],
     "evaluators.2.previous.rubric": ["", "x" * 65537, [1]],
+    # A language the evaluator has no template in (rubric is written in en only).
+    "evaluators.2.previous.language": [*NOT_A_CHOICE, "zh", "auto"],
     # The previous revision's tlm options are the entry's own kind (checked above).
     **{
         key.replace("evaluators.4.tlm.", "evaluators.4.previous.tlm."): values

@@ -69,6 +69,19 @@ JUDGED = {
     "expected_response": "The bridge opened in 1931.",
 }
 OVER_BUDGET = {**JUDGED, "request_id": "over-budget", "response": "The bridge opened in 1931."}
+ZH_JUDGED = {
+    "request_id": "judged",
+    "query": "示例镇的大桥是哪一年开通的？",
+    "retrieved_context": [
+        {"content": "示例镇横跨河流的大桥于1931年开通。"},
+        {"content": "示例镇约有一万二千名居民。"},
+    ],
+    "response": "大桥于1931年开通。",
+    "expected_response": "那座桥在1931年开通。",
+}
+# The Chinese templates the small model meets with structured output on (the schema
+# constrains its answer; free-form Chinese answers are tests/judge/test_judge_zh.py's).
+ZH_STRUCTURED = "fact_check relevancy groundedness faithfulness".split()
 
 
 @pytest.fixture(scope="module")
@@ -84,11 +97,23 @@ def model_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def _replay(
-    cli: list[str], tmp: Path, base: str, mode: str, judges: list[str], budget: dict[str, Any]
+    cli: list[str],
+    tmp: Path,
+    base: str,
+    mode: str,
+    judges: list[str],
+    budget: dict[str, Any],
+    sent: tuple[dict[str, Any], ...] = (JUDGED, OVER_BUDGET),
+    language: str | None = None,
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, dict[str, Any]]]:
     records = tmp / f"records-{mode}.jsonl"
-    records.write_text("".join(json.dumps(r) + "\n" for r in (JUDGED, OVER_BUDGET)))
-    evaluators: list[dict[str, Any]] = [{"name": name} for name in judges]
+    records.write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in sent), encoding="utf-8"
+    )
+    evaluators: list[dict[str, Any]] = [
+        {"name": name} if language is None else {"name": name, "language": language}
+        for name in judges
+    ]
     for entry in evaluators:
         if entry["name"] == "rubric":
             entry["rubric"] = "5 = answers from the context and names the source; 1 = wrong"
@@ -133,7 +158,7 @@ def _replay(
     assert all({"time", "level", "logger", "message"} <= set(entry) for entry in logged)
     assert any(entry["logger"].startswith("monitor.judge") for entry in logged), logged
     assert output.is_file(), f"no results file:\n{proc.stdout}\n{proc.stderr[-4000:]}"
-    lines = [json.loads(line) for line in output.read_text().splitlines()]
+    lines = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
     results = {line["request_id"]: line["results"] for line in lines}
     # Each judge judged one record: one whose result is an error returned nothing but
     # errors, which replay's exit status and summary say.
@@ -202,3 +227,17 @@ def test_every_judge_against_a_real_model(
     )
     _check_every_answer(FREE_FORM, results["judged"], proc.stdout)
     assert set(results["over-budget"]) == {"f1"}, results["over-budget"]
+
+
+@pytest.mark.timeout(900)
+def test_chinese_templates_against_a_real_model(
+    model_server: str, cli: list[str], tmp_path: Path
+) -> None:
+    """`language: zh` with structured output: the Chinese prompts meet the real model and
+    every answer is a verdict in range or a counted error."""
+    proc, results = _replay(
+        cli, tmp_path, model_server, "on", ZH_STRUCTURED, {}, (ZH_JUDGED,), language="zh"
+    )
+    verdicts, _ = _check_every_answer(ZH_STRUCTURED, results["judged"], proc.stdout)
+    # A schema-constrained decoder cannot answer the fact check with anything but Yes/No.
+    assert "fact_check" in verdicts, results["judged"]["fact_check"]

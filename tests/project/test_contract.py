@@ -31,6 +31,7 @@ from monitor.telemetry_metrics import METRICS, Metric
 from tests.conftest import REPO
 
 CONTRACT = (REPO / "docs" / "contract.md").read_text(encoding="utf-8")
+ZH_DOCS = sorted((REPO / "docs" / "zh").glob("*.md"))
 SECTIONS = frozenset(Config.model_fields)
 # Keys the contract documents that are spellings of other keys, not fields of their own.
 SPELLINGS = frozenset({"receivers.otlp.protocols.grpc", "receivers.otlp.protocols.http"})
@@ -459,7 +460,9 @@ def test_every_command_and_flag_is_documented_and_exists() -> None:
         assert documented[name] <= _flags(sub), name
 
 
-@pytest.mark.parametrize("path", ["README.md", "docs/contract.md"])
+@pytest.mark.parametrize(
+    "path", ["README.md", "docs/contract.md", *(f"docs/zh/{p.name}" for p in ZH_DOCS)]
+)
 def test_the_example_config_keys_the_docs_quote_exist(path: str) -> None:
     """Every `section.key` the docs quote in backticks names a real key (or a list entry's
     key, or a metric label's value)."""
