@@ -7,6 +7,7 @@ import itertools
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from monitor.detector.cjk import numeral_start
 from monitor.detector.text import (
     STOPWORDS,
     TOKEN_CACHE,
@@ -24,7 +25,7 @@ PREFIX = 6
 @lru_cache(maxsize=TOKEN_CACHE)
 def normalise(token: str) -> tuple[str, str | None]:
     """(folded and unit-canonical form, numeric value for digit tokens else None)."""
-    if token[0].isdigit() or token[0] == "$":
+    if token[0].isdigit() or token[0] == "$" or numeral_start(token):
         # Past the cache's hit path: numbers (ids, amounts) are mostly seen once, and kept
         # in the word caches too they would grow them long after the words they hold.
         return canonical(fold.__wrapped__(token)), number_value.__wrapped__(token)
