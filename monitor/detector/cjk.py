@@ -13,6 +13,7 @@ much as "one"), nor are the numerals of an idiom that is no quantity (`_NOT_QUAN
 
 from __future__ import annotations
 
+import math
 import re
 from functools import lru_cache
 
@@ -128,10 +129,15 @@ def value(token: str) -> float | None:
         if point in text:
             whole, _, fraction = text.partition(point)
             base = _whole(whole)
+            scale = 1.0
+            while fraction and fraction[-1] in _SCALES:
+                # 一点五亿: the scale after the fraction multiplies the whole number.
+                scale *= _SCALES[fraction[-1]]
+                fraction = fraction[:-1]
             digits = "".join(str(_DIGITS[c]) if c in _DIGITS else c for c in fraction)
             if base is None or not digits.isdigit():
                 return None
-            return base + float("0." + digits)
+            return (base + float("0." + digits)) * scale
     return _whole(text)
 
 
@@ -242,12 +248,31 @@ def spans(text: str, other: re.Pattern[str]) -> list[tuple[int, int]]:
     return found
 
 
+@lru_cache(maxsize=1024)
+def names(text: str) -> frozenset[str]:
+    """The words of `text` the segmenter reads as a person's, a place's or an
+    organisation's name there (a tag depends on the words around it)."""
+    return frozenset(w for w, tag in rjieba.tag(text) if tag in _NAME_TAGS and len(w) > 1)
+
+
+# Dictionary frequencies (jieba's counts) at which a word is as common as a function word
+# (specificity 0) and as rare as a name (1); in between, by the logarithm.
+_COMMON = 20_000
+_RARE_COUNT = 20
+_LOG_SPAN = math.log(_COMMON / _RARE_COUNT)
+
+
 @lru_cache(maxsize=4096)
-def is_name(word: str) -> bool:
-    """Whether the segmenter reads a Han word as a person's, a place's or an
-    organisation's name."""
-    tags = rjieba.tag(word)
-    return len(tags) == 1 and tags[0][1] in _NAME_TAGS
+def specificity(word: str) -> float:
+    """How specific a Han word is, 0 (most frequent words) to 1, from the segmenter
+    dictionary's frequency: the counterpart of the word vectors' vocabulary rank, whose
+    vocabulary has few Chinese words. A word the dictionary lacks weighs as its rarest
+    character (这座 as 座, 合唱节 as a whole when every part is rare)."""
+    if rjieba.has_word(word):
+        count = rjieba.suggest_freq(word)
+    else:
+        count = min(rjieba.suggest_freq(c) for c in word)
+    return min(1.0, max(0.0, math.log(_COMMON / max(count, 1)) / _LOG_SPAN))
 
 
 def pairs(text: str) -> set[str]:

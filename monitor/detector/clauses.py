@@ -13,9 +13,10 @@ from monitor.detector.sentences import Sentence, SentenceCheck, normalise
 from monitor.detector.text import DISCOURSE, STOPWORDS, fold, fold_all, tokens
 
 # Clause boundaries inside a sentence: punctuation and coordinating words.
-# A comma inside a number ("240,148") splits nothing.
+# A comma inside a number ("240,148") splits nothing; full-width punctuation splits too.
 _CLAUSE = re.compile(
-    r"[;:()]\s*|,(?!\d)\s*|\s+(?:and|but|while|whereas|which|where)\s+", re.IGNORECASE
+    r"[;:()；：（）]\s*|[,，、](?!\d)\s*|\s+(?:and|but|while|whereas|which|where)\s+",
+    re.IGNORECASE,
 )
 # Advice, hedges and attributions ("it may be best to consult a professional", "according
 # to ...") are not facts about the context: answers add them freely.

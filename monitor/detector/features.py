@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from monitor.detector import contradiction, slots, substitution
+from monitor.detector import cjk, contradiction, slots, substitution
 from monitor.detector.clauses import find_invented
 from monitor.detector.contradiction import Contradiction
 from monitor.detector.embedding import Embedder
@@ -165,6 +165,9 @@ def _check(sentence: Sentence, context: Support, question: Support) -> SentenceC
         # A capitalised word is a name unless it only starts a sentence; in an answer of a
         # few words ("Scottish.", "Lucy Liu") the first word is the answer itself.
         if token[0].isupper() and (i > 0 or len(sentence.raw) <= _SHORT_ANSWER):
+            bad_entities.append(token)
+        elif token[0] > "\u2fff" and token in cjk.names(sentence.text):
+            # Chinese has no capitals: the segmenter's tag says what is a name.
             bad_entities.append(token)
     negated = negated_words(sentence)
     pairs = list(itertools.pairwise(seq))

@@ -91,6 +91,9 @@ REFERENCES = frozenset(
 NEGATIONS = frozenset(
     "not no never none nobody nothing neither nor cannot can't don't doesn't didn't isn't "
     "aren't wasn't weren't won't wouldn't shouldn't couldn't hasn't haven't hadn't".split()
+    # Chinese negators as the segmenter cuts them (Simplified and Traditional).
+    + "不 没 沒 没有 沒有 未 无 無 非 别 別 勿 不是 不能 不会 不會 不再 不要 不可 不可以 "
+    "不得 不用 无法 無法 未曾 从未 從未 并非 並非 尚未 不曾 从不 從不 并不 並不".split()
 )
 
 
