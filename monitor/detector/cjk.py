@@ -17,6 +17,7 @@ import math
 import re
 from functools import lru_cache
 
+import opencc
 import rjieba
 
 # Han ideographs (the unified blocks, extension A, the compatibility block) and 〇.
@@ -47,6 +48,20 @@ NAME_JOINERS = frozenset("·・•‧")
 # Sentence ends of Chinese and Japanese text (full-width).
 _STOPS = frozenset("。！？!?")
 _CLOSERS = frozenset("”’」』）)")
+
+
+# Traditional to Simplified, phrase by phrase (OpenCC's own tables).
+_TO_SIMPLIFIED = opencc.OpenCC("t2s")
+
+
+@lru_cache(maxsize=4096)
+def simplified(text: str) -> str:
+    """`text` in Simplified characters: Traditional and Simplified words compare equal and
+    the segmenter (whose dictionary is Simplified) cuts both alike. A conversion that would
+    change the text's length (a phrase rewritten) keeps the text as it is, so that
+    positions in one are positions in the other."""
+    found: str = _TO_SIMPLIFIED.convert(text)
+    return found if len(found) == len(text) else text
 
 
 def has_han(text: str) -> bool:
@@ -175,7 +190,7 @@ def _run_spans(run: str, after_digit: bool) -> tuple[tuple[int, int], ...]:
     it is a numeral or a time word (七 in 七欧元, 十分钟), lies inside it, or when it has
     several numeral characters (三亿人) or follows an Arabic digit (3万人); not a lone 一
     nor an idiom of `_NOT_QUANTITIES` (十分重要), nor a numeral inside a word (四川, 统一)."""
-    words = rjieba.tag(run)
+    words = rjieba.tag(simplified(run))
     starts: list[int] = []
     at = 0
     for word, _ in words:
@@ -252,7 +267,9 @@ def spans(text: str, other: re.Pattern[str]) -> list[tuple[int, int]]:
 def names(text: str) -> frozenset[str]:
     """The words of `text` the segmenter reads as a person's, a place's or an
     organisation's name there (a tag depends on the words around it)."""
-    return frozenset(w for w, tag in rjieba.tag(text) if tag in _NAME_TAGS and len(w) > 1)
+    return frozenset(
+        w for w, tag in rjieba.tag(simplified(text)) if tag in _NAME_TAGS and len(w) > 1
+    )
 
 
 # Dictionary frequencies (jieba's counts) at which a word is as common as a function word
@@ -279,7 +296,7 @@ def pairs(text: str) -> set[str]:
     """The pairs of Han characters next to each other in `text`: a word whose every pair is
     there is written in the text, however the segmenter cut either side."""
     out: set[str] = set()
-    for run in _HAN_RUN.finditer(text):
+    for run in _HAN_RUN.finditer(simplified(text)):
         chunk = run.group()
         out.update(chunk[i : i + 2] for i in range(len(chunk) - 1))
     return out

@@ -9,6 +9,7 @@ import re
 import numpy as np
 
 from monitor.detector.embedding import Embedder
+from monitor.detector.cjk import has_han
 from monitor.detector.sentences import Sentence, SentenceCheck, normalise
 from monitor.detector.text import DISCOURSE, STOPWORDS, fold, fold_all, tokens
 
@@ -89,6 +90,8 @@ def find_invented(
     if evidence is not None and len(evidence):
         vectors = embedder.bags([Sentence.parse(clause).raw for clause in clauses])
         close = ((vectors @ evidence.T).max(axis=1) >= _RESTATED_CLAUSE).tolist()
+        # Chinese words' vectors are their characters' byte pieces: no measure of sense.
+        close = [c and not has_han(clause) for c, clause in zip(close, clauses, strict=True)]
     near = iter(close)
     for check, candidates in found:
         # Other words can restate a sentence; a number or a name the context lacks cannot.

@@ -233,11 +233,14 @@ def once_per_record(
 # Called on every token by every check: a cached word is looked up faster than folded.
 @lru_cache(maxsize=TOKEN_CACHE)
 def fold(text: str) -> str:
-    """Lower-cases and strips accents so "Café" and "cafe" compare equal."""
+    """Lower-cases and strips accents so "Café" and "cafe" compare equal (and "燈塔" and
+    "灯塔")."""
     if text.isascii():
         return text.lower()
     decomposed = unicodedata.normalize("NFKD", text)
-    return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
+    folded = "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
+    # Traditional Chinese folds to Simplified, as accents fold away.
+    return cjk.simplified(folded) if cjk.has_han(folded) else folded
 
 
 _DIGIT = re.compile(r"\d")
