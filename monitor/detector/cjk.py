@@ -274,7 +274,7 @@ def names(text: str) -> frozenset[str]:
 
 # Dictionary frequencies (jieba's counts) at which a word is as common as a function word
 # (specificity 0) and as rare as a name (1); in between, by the logarithm.
-_COMMON = 20_000
+_COMMON = 5_000
 _RARE_COUNT = 20
 _LOG_SPAN = math.log(_COMMON / _RARE_COUNT)
 
