@@ -64,9 +64,20 @@ def simplified(text: str) -> str:
     return found if len(found) == len(text) else text
 
 
+# Hiragana, katakana and half-width katakana: Japanese, whose words the Chinese
+# dictionary does not cut.
+_KANA = re.compile("[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f]")
+
+
 def has_han(text: str) -> bool:
-    """Whether `text` holds a Han character (the only texts this module reads)."""
+    """Whether `text` holds a Han character."""
     return not text.isascii() and _HAN.search(text) is not None
+
+
+def is_chinese(text: str) -> bool:
+    """Whether `text` is read as Chinese: Han characters and no kana (Japanese text keeps
+    the detector's general path, as measured before this module)."""
+    return has_han(text) and _KANA.search(text) is None
 
 
 def is_han(char: str) -> bool:

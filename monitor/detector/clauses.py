@@ -9,7 +9,7 @@ import re
 import numpy as np
 
 from monitor.detector.embedding import Embedder
-from monitor.detector.cjk import has_han
+from monitor.detector.cjk import is_chinese
 from monitor.detector.sentences import Sentence, SentenceCheck, normalise
 from monitor.detector.text import DISCOURSE, STOPWORDS, fold, fold_all, tokens
 
@@ -91,7 +91,7 @@ def find_invented(
         vectors = embedder.bags([Sentence.parse(clause).raw for clause in clauses])
         close = ((vectors @ evidence.T).max(axis=1) >= _RESTATED_CLAUSE).tolist()
         # Chinese words' vectors are their characters' byte pieces: no measure of sense.
-        close = [c and not has_han(clause) for c, clause in zip(close, clauses, strict=True)]
+        close = [c and not is_chinese(clause) for c, clause in zip(close, clauses, strict=True)]
     near = iter(close)
     for check, candidates in found:
         # Other words can restate a sentence; a number or a name the context lacks cannot.

@@ -124,7 +124,7 @@ class Embedder:
         """0 for the most frequent words, rising with vocabulary rank; 1 for split words.
         A Chinese word by its frequency in the segmenter's dictionary (`cjk.specificity`):
         the sub-word vocabulary has few Chinese pieces, so it would call every one rare."""
-        if word[0] > "\u2fff" and cjk.has_han(word):
+        if word[0] > "\u2fff" and cjk.is_chinese(word):
             return cjk.specificity(word)
         return self._word(word)[2]
 

@@ -166,7 +166,7 @@ def _check(sentence: Sentence, context: Support, question: Support) -> SentenceC
         # few words ("Scottish.", "Lucy Liu") the first word is the answer itself.
         if token[0].isupper() and (i > 0 or len(sentence.raw) <= _SHORT_ANSWER):
             bad_entities.append(token)
-        elif token[0] > "\u2fff" and word in cjk.names(sentence.text):
+        elif token[0] > "\u2fff" and cjk.is_chinese(token) and word in cjk.names(sentence.text):
             # Chinese has no capitals: the segmenter's tag says what is a name.
             bad_entities.append(token)
     negated = negated_words(sentence)
@@ -297,7 +297,8 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
             close = {
                 w
                 for w, s in zip(missing, closeness, strict=True)
-                if s >= (_NAME_MATCH if w in names else _SOFT_MATCH) and w[0] <= "\u2fff"
+                if s >= (_NAME_MATCH if w in names else _SOFT_MATCH)
+                and (w[0] <= "\u2fff" or not cjk.is_chinese(w))
             }
             for check in checks:
                 far = [w for w in check.unsupported if w.isalpha() and w not in close]

@@ -7,7 +7,7 @@ import itertools
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from monitor.detector.cjk import has_han, numeral_start, pairs, word_pairs
+from monitor.detector.cjk import is_chinese, numeral_start, pairs, word_pairs
 from monitor.detector.text import (
     STOPWORDS,
     TOKEN_CACHE,
@@ -64,7 +64,7 @@ class Support:
 
     def add(self, sentence: Sentence, grams: bool) -> None:
         if sentence.text[0] > "\u2fff" or not sentence.text.isascii():
-            if has_han(sentence.text):
+            if is_chinese(sentence.text):
                 self.han_pairs.update(pairs(sentence.text))
         seq: list[str] = []
         # Bound once: this loop runs for every token of every context sentence.

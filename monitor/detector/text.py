@@ -34,14 +34,14 @@ TOKEN_CACHE = 4_096
 
 def _find_tokens(text: str) -> list[str]:
     pattern, plain = _token_pattern(text)
-    if cjk.has_han(plain):
+    if cjk.is_chinese(plain):
         return [plain[a:b] for a, b in cjk.spans(plain, pattern)]
     return pattern.findall(plain)
 
 
 def _find_spans(text: str) -> list[tuple[int, int]]:
     pattern, plain = _token_pattern(text)
-    if cjk.has_han(plain):
+    if cjk.is_chinese(plain):
         return cjk.spans(plain, pattern)
     return [m.span() for m in pattern.finditer(plain)]
 
@@ -240,7 +240,7 @@ def fold(text: str) -> str:
     decomposed = unicodedata.normalize("NFKD", text)
     folded = "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
     # Traditional Chinese folds to Simplified, as accents fold away.
-    return cjk.simplified(folded) if cjk.has_han(folded) else folded
+    return cjk.simplified(folded) if cjk.is_chinese(folded) else folded
 
 
 _DIGIT = re.compile(r"\d")
@@ -390,7 +390,7 @@ def sentences(text: str) -> list[str]:
 
 
 def _split(text: str) -> list[str]:
-    if cjk.has_han(text):
+    if cjk.is_chinese(text):
         return [s for piece in cjk.split_sentences(text) for s in _split_latin(piece)]
     return _split_latin(text)
 
