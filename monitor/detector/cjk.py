@@ -17,7 +17,8 @@ import math
 import re
 from functools import lru_cache
 
-import opencc
+from pathlib import Path
+
 import rjieba
 
 # Han ideographs (the unified blocks, extension A, the compatibility block) and 〇.
@@ -50,18 +51,18 @@ _STOPS = frozenset("。！？!?")
 _CLOSERS = frozenset("”’」』）)")
 
 
-# Traditional to Simplified, phrase by phrase (OpenCC's own tables).
-_TO_SIMPLIFIED = opencc.OpenCC("t2s")
+# Traditional to Simplified, character by character: OpenCC's conversion of each character
+# (`training/build_traditional_table.py` writes the table; pairs of characters, one line).
+_TABLE = Path(__file__).with_name("traditional.txt").read_text(encoding="utf-8").strip()
+_TO_SIMPLIFIED = {ord(_TABLE[i]): _TABLE[i + 1] for i in range(0, len(_TABLE), 2)}
 
 
 @lru_cache(maxsize=4096)
 def simplified(text: str) -> str:
     """`text` in Simplified characters: Traditional and Simplified words compare equal and
-    the segmenter (whose dictionary is Simplified) cuts both alike. A conversion that would
-    change the text's length (a phrase rewritten) keeps the text as it is, so that
-    positions in one are positions in the other."""
-    found: str = _TO_SIMPLIFIED.convert(text)
-    return found if len(found) == len(text) else text
+    the segmenter (whose dictionary is Simplified) cuts both alike. One character for one,
+    so positions in one are positions in the other."""
+    return text.translate(_TO_SIMPLIFIED)
 
 
 # Hiragana, katakana and half-width katakana: Japanese, whose words the Chinese
