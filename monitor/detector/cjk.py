@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 import re
 from functools import lru_cache
-
 from pathlib import Path
 
 import rjieba
@@ -326,7 +325,7 @@ def split_sentences(text: str) -> list[str]:
     i = 0
     n = len(text)
     while i < n:
-        if text[i] in _STOPS and (text[i] != "!" and text[i] != "?" or _han_before(text, i)):
+        if text[i] in _STOPS and ((text[i] != "!" and text[i] != "?") or _han_before(text, i)):
             j = i + 1
             while j < n and (text[j] in _STOPS or text[j] in _CLOSERS):
                 j += 1

@@ -8,8 +8,8 @@ import re
 
 import numpy as np
 
-from monitor.detector.embedding import Embedder
 from monitor.detector.cjk import is_chinese
+from monitor.detector.embedding import Embedder
 from monitor.detector.sentences import Sentence, SentenceCheck, normalise
 from monitor.detector.text import DISCOURSE, STOPWORDS, fold, fold_all, tokens
 

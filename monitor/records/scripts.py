@@ -78,9 +78,7 @@ def script(text: str) -> str:
             counts[kind] = counts.get(kind, 0) + 1
     if not counts:
         return "none"
-    if counts.get("kana") and counts.get("kana", 0) + counts.get("han", 0) >= max(
-        counts.values()
-    ):
+    if counts.get("kana") and counts.get("kana", 0) + counts.get("han", 0) >= max(counts.values()):
         return "japanese"
     best = max(counts, key=lambda k: (counts[k], k))
     return "japanese" if best == "kana" else best

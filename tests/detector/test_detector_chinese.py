@@ -35,7 +35,9 @@ def test_words_written_with_numerals_are_no_numbers(word: str) -> None:
 
 
 def test_numbers_are_tokens_of_their_own_with_their_values() -> None:
-    text = "营收达到1.5亿元，3万人参加，增长百分之十二，１２公斤，二〇二三年五月十日，一些人十分高兴。"
+    text = (
+        "营收达到1.5亿元，3万人参加，增长百分之十二，１２公斤，二〇二三年五月十日，一些人十分高兴。"
+    )
     values = {t: number_value(t) for t in tokens(text)}
     assert values["1.5亿"] == "150000000" and values["3万"] == "30000"
     assert values["百分之十二"] == "12" and values["１２"] == "12"
@@ -53,7 +55,13 @@ def test_han_runs_are_cut_into_words_and_offsets_match() -> None:
 
 def test_sentences_end_at_full_width_stops() -> None:
     text = "店里的面包七欧元。周一不营业！还有问题吗？Yes. It opens at 6."
-    assert sentences(text) == ["店里的面包七欧元。", "周一不营业！", "还有问题吗？", "Yes.", "It opens at 6."]
+    assert sentences(text) == [
+        "店里的面包七欧元。",
+        "周一不营业！",
+        "还有问题吗？",
+        "Yes.",
+        "It opens at 6.",
+    ]
 
 
 def test_traditional_and_simplified_fold_alike() -> None:

@@ -326,9 +326,7 @@ class BatchEvaluator:
         if item.script in scripts.READS[name]:
             return False
         service, language = item.service, item.script
-        self._t.child(
-            self._t.evaluations_skipped, service, name, "unsupported_language"
-        ).inc()
+        self._t.child(self._t.evaluations_skipped, service, name, "unsupported_language").inc()
         self._t.child(self._unsupported_language, service, name, language).inc()
         judges = sorted(s.evaluator.name for s in stages if s.evaluator.kind == "judge")
         self._warn.warning(
