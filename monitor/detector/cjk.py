@@ -43,8 +43,6 @@ _NOT_QUANTITIES = frozenset("十分 千万 万一 一一 万万 千千万万".sp
 _NUMERAL_TAGS = frozenset("m mq q t".split())
 # Segmenter tags of a person, a place, an organisation.
 _NAME_TAGS = frozenset("nr nrt nrfg ns nt".split())
-# Characters that join the parts of a transliterated name (伊万·拉斯克).
-NAME_JOINERS = frozenset("·・•‧")
 # Sentence ends of Chinese and Japanese text (full-width).
 _STOPS = frozenset("。！？!?")
 _CLOSERS = frozenset("”’」』）)")

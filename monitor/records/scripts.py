@@ -8,7 +8,9 @@ another script gets no verdict from them, but a counted skip (`evaluations_skipp
 naming the judge evaluators that can score it, and its reason on `/debug/records`.
 
 The script is found by counting letters per Unicode block in the response (else the
-question): no model, linear in the text, at most `_SAMPLED` characters read.
+question): no model, linear in the text, at most `_SAMPLED` characters read. The majority
+decides, not the first script seen (as `where.language` takes it for an alert's labels): a
+Thai answer that names a Chinese brand is Thai, an English one quoting a Thai word English.
 """
 
 from __future__ import annotations

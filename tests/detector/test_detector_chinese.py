@@ -171,3 +171,8 @@ def test_embedded_scorers_that_cannot_read_a_script_are_not_planned() -> None:
     # Chinese is read by the word checks, not by the English safety word lists.
     assert planned(_record("七欧元。"), names, scorers, False) == names[:2]
     assert planned(_record("Seven euros."), names, scorers, False) == names
+
+
+def test_the_majority_of_letters_decides_the_script() -> None:
+    assert scripts.script("ราคาเจ็ดยูโรที่ร้าน 北风 ในเมือง") == "thai"
+    assert scripts.script("The word สวัสดี means hello in Thai.") == "latin"
