@@ -15,10 +15,14 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
+from typing import Any, Generic, TypeVar
 
 import rjieba
+
+T = TypeVar("T")
 
 # Han ideographs (the unified blocks, extension A, the compatibility block) and 〇.
 _HAN_CLASS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3007"
@@ -54,7 +58,29 @@ _TABLE = Path(__file__).with_name("traditional.txt").read_text(encoding="utf-8")
 _TO_SIMPLIFIED = {ord(_TABLE[i]): _TABLE[i + 1] for i in range(0, len(_TABLE), 2)}
 
 
-@lru_cache(maxsize=4096)
+# Texts longer than this are not kept in a cache: its entries are bounded in number, so a
+# record of very long runs would otherwise hold megabytes in them.
+_CACHED_CHARS = 256
+
+
+class _CachedShort(Generic[T]):
+    """`function` with an LRU cache for a first argument of at most `_CACHED_CHARS`
+    characters; a longer one is computed each time."""
+
+    def __init__(self, function: Callable[..., T]) -> None:
+        self._function = function
+        self._cached = lru_cache(maxsize=4096)(function)
+
+    def __call__(self, text: str, *rest: Any) -> T:
+        if len(text) <= _CACHED_CHARS:
+            return self._cached(text, *rest)
+        return self._function(text, *rest)
+
+    def cache_clear(self) -> None:
+        self._cached.cache_clear()
+
+
+@_CachedShort
 def simplified(text: str) -> str:
     """`text` in Simplified characters: Traditional and Simplified words compare equal and
     the segmenter (whose dictionary is Simplified) cuts both alike. One character for one,
@@ -104,7 +130,7 @@ def _whole(text: str) -> float | None:
     if not any(c in _UNITS or c in _SCALES for c in text):
         if all(c in _DIGITS or c.isdigit() for c in text):
             digits = "".join(str(_DIGITS[c]) if c in _DIGITS else c for c in text)
-            return float(int(digits)) if digits.isdigit() else None
+            return float(digits) if digits.isdigit() else None
         return _arabic(text)
     total = 0.0
     section = 0.0
@@ -192,7 +218,7 @@ def _numerals(run: str) -> list[tuple[int, int]]:
     return found
 
 
-@lru_cache(maxsize=4096)
+@_CachedShort
 def _run_spans(run: str, after_digit: bool) -> tuple[tuple[int, int], ...]:
     """The token spans of a run of Han characters: the segmenter's words, less the numbers,
     which are tokens of their own. A numeral is a number when the segmenter's word holding
@@ -272,7 +298,7 @@ def spans(text: str, other: re.Pattern[str]) -> list[tuple[int, int]]:
     return found
 
 
-@lru_cache(maxsize=1024)
+@_CachedShort
 def names(text: str) -> frozenset[str]:
     """The words of `text` the segmenter reads as a person's, a place's or an
     organisation's name there (a tag depends on the words around it)."""

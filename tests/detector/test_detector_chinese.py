@@ -176,3 +176,10 @@ def test_embedded_scorers_that_cannot_read_a_script_are_not_planned() -> None:
 def test_the_majority_of_letters_decides_the_script() -> None:
     assert scripts.script("ราคาเจ็ดยูโรที่ร้าน 北风 ในเมือง") == "thai"
     assert scripts.script("The word สวัสดี means hello in Thai.") == "latin"
+
+
+def test_a_numeral_of_thousands_of_digits_is_read_without_error() -> None:
+    """A sender controls the text: a numeral longer than Python converts to an int (4,300
+    digits) is still a number, and the answer is scored."""
+    answer = "价格是" + "一九" * 3_000 + "元，或者" + "三" * 5_000 + "点" + "五" * 5_000 + "亿元。"
+    assert score_groundedness("多少钱？", ["价格是七元。"], answer).score < 0.5
