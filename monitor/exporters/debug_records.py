@@ -89,7 +89,7 @@ def _language(record: RagRecord) -> dict[str, Any]:
     return {
         "script": found,
         "not_scored_by": unscored,
-        "reason": scripts.reason(found) if unscored else None,
+        "reason": scripts.reason(found, unscored) if unscored else None,
     }
 
 

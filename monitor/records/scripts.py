@@ -101,9 +101,14 @@ def unread(evaluator: str, record: RagRecord) -> str | None:
     return None if found in reads else found
 
 
-def reason(language: str) -> str:
-    """Why an embedded evaluator gave no verdict on a record in `language`."""
+def reason(language: str, evaluators: list[str]) -> str:
+    """Why the embedded `evaluators` gave no verdict on a record in `language`."""
+    verb = (
+        "was not measured on it and gives"
+        if len(evaluators) == 1
+        else ("were not measured on it and give")
+    )
     return (
-        f"{LANGUAGE.get(language, language)} is not a language the embedded evaluators' "
-        "word features were measured on: no verdict (a judge evaluator can score it)"
+        f"{LANGUAGE.get(language, language)}: {', '.join(evaluators)} {verb} no verdict "
+        "(a judge evaluator can score it)"
     )
