@@ -222,9 +222,10 @@ def _numerals(run: str) -> list[tuple[int, int]]:
 def _run_spans(run: str, after_digit: bool) -> tuple[tuple[int, int], ...]:
     """The token spans of a run of Han characters: the segmenter's words, less the numbers,
     which are tokens of their own. A numeral is a number when the segmenter's word holding
-    it is a numeral or a time word (七 in 七欧元, 十分钟), lies inside it, or when it has
-    several numeral characters (三亿人) or follows an Arabic digit (3万人); not a lone 一
-    nor an idiom of `_NOT_QUANTITIES` (十分重要), nor a numeral inside a word (四川, 统一)."""
+    it is a numeral or a time word (七 in 七欧元, 十分钟), lies inside it, starts a word that
+    is no name (六人), or when it has several numeral characters (三亿人) or follows an
+    Arabic digit (3万人); not a lone 一 nor an idiom of `_NOT_QUANTITIES` (十分重要), nor a
+    numeral that starts a name (四川, 三明治) or stands inside a word (统一)."""
     words = rjieba.tag(simplified(run))
     starts: list[int] = []
     at = 0
@@ -247,6 +248,9 @@ def _run_spans(run: str, after_digit: bool) -> tuple[tuple[int, int], ...]:
             or inside
             or len(numeral.removeprefix(_ORDINAL)) > 1
             or (after_digit and a == 0)
+            # A word that starts with the numeral and names nothing: a count of what
+            # follows (六人, 两国), cut as one word or not (六个人).
+            or (a == starts[k] and tag not in _NAME_TAGS and tag != "nz")
         )
         if numeric and word not in _NOT_QUANTITIES and value(numeral) is not None:
             number_end[a] = b
