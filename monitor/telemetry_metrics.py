@@ -145,7 +145,12 @@ _ROWS = (
     counter(
         "evaluations_skipped",
         "service evaluator reason",
-        "Evaluations not run because the record lacks the evaluator's input (reason: no_query, no_context, no_response).",
+        "Evaluations not run because the record lacks the evaluator's input (reason: no_query, no_context, no_response), or is in a language the embedded evaluator cannot read (reason: unsupported_language).",
+    ),
+    counter(
+        "evaluations_unsupported_language",
+        "service evaluator language",
+        "Records an embedded evaluator gave no verdict because they are in a script it was not measured on (language: the script, e.g. thai, arabic, hangul; monitor/records/scripts.py).",
     ),
     histogram(
         "evaluation_score",

@@ -8,14 +8,16 @@ import re
 
 import numpy as np
 
+from monitor.detector.cjk import is_chinese
 from monitor.detector.embedding import Embedder
 from monitor.detector.sentences import Sentence, SentenceCheck, normalise
 from monitor.detector.text import DISCOURSE, STOPWORDS, fold, fold_all, tokens
 
 # Clause boundaries inside a sentence: punctuation and coordinating words.
-# A comma inside a number ("240,148") splits nothing.
+# A comma inside a number ("240,148") splits nothing; full-width punctuation splits too.
 _CLAUSE = re.compile(
-    r"[;:()]\s*|,(?!\d)\s*|\s+(?:and|but|while|whereas|which|where)\s+", re.IGNORECASE
+    r"[;:()；：（）]\s*|[,，、](?!\d)\s*|\s+(?:and|but|while|whereas|which|where)\s+",
+    re.IGNORECASE,
 )
 # Advice, hedges and attributions ("it may be best to consult a professional", "according
 # to ...") are not facts about the context: answers add them freely.
@@ -88,6 +90,8 @@ def find_invented(
     if evidence is not None and len(evidence):
         vectors = embedder.bags([Sentence.parse(clause).raw for clause in clauses])
         close = ((vectors @ evidence.T).max(axis=1) >= _RESTATED_CLAUSE).tolist()
+        # Chinese words' vectors are their characters' byte pieces: no measure of sense.
+        close = [c and not is_chinese(clause) for c, clause in zip(close, clauses, strict=True)]
     near = iter(close)
     for check, candidates in found:
         # Other words can restate a sentence; a number or a name the context lacks cannot.

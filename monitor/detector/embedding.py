@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from monitor.detector import cjk
 from monitor.detector.text import once_per_record, shared_results
 
 _lock = threading.Lock()
@@ -117,10 +118,14 @@ class Embedder:
         )
 
     def rare(self, word: str) -> bool:
-        return self._word(word)[2] >= _RARE
+        return self.specificity(word) >= _RARE
 
     def specificity(self, word: str) -> float:
-        """0 for the most frequent words, rising with vocabulary rank; 1 for split words."""
+        """0 for the most frequent words, rising with vocabulary rank; 1 for split words.
+        A Chinese word by its frequency in the segmenter's dictionary (`cjk.specificity`):
+        the sub-word vocabulary has few Chinese pieces, so it would call every one rare."""
+        if word[0] > "\u2fff" and cjk.is_chinese(word):
+            return cjk.specificity(word)
         return self._word(word)[2]
 
     def bags(self, texts: Sequence[Sequence[str]]) -> np.ndarray:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from monitor.detector import contradiction, slots, substitution
+from monitor.detector import cjk, contradiction, slots, substitution
 from monitor.detector.clauses import find_invented
 from monitor.detector.contradiction import Contradiction
 from monitor.detector.embedding import Embedder
@@ -166,6 +166,9 @@ def _check(sentence: Sentence, context: Support, question: Support) -> SentenceC
         # few words ("Scottish.", "Lucy Liu") the first word is the answer itself.
         if token[0].isupper() and (i > 0 or len(sentence.raw) <= _SHORT_ANSWER):
             bad_entities.append(token)
+        elif token[0] > "\u2fff" and cjk.is_chinese(token) and word in cjk.names(sentence.text):
+            # Chinese has no capitals: the segmenter's tag says what is a name.
+            bad_entities.append(token)
     negated = negated_words(sentence)
     pairs = list(itertools.pairwise(seq))
     return SentenceCheck(
@@ -289,10 +292,13 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
             vocabulary = sorted({*context.originals.values(), *question.originals.values()})
             closeness = embedder.nearest_similarity(missing, vocabulary)
             names = {fold(t) for c in checks for t in c.unsupported_entities}
+            # A Chinese word's vector is mostly its characters' byte pieces (the vocabulary
+            # has few Chinese words): its closeness says nothing, so none is a paraphrase.
             close = {
                 w
                 for w, s in zip(missing, closeness, strict=True)
                 if s >= (_NAME_MATCH if w in names else _SOFT_MATCH)
+                and (w[0] <= "\u2fff" or not cjk.is_chinese(w))
             }
             for check in checks:
                 far = [w for w in check.unsupported if w.isalpha() and w not in close]

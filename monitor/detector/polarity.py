@@ -37,6 +37,13 @@ def negation_targets(words: list[str]) -> set[int]:
         if is_negation(word):
             for j in range(i + 1, min(len(words), i + 1 + _NEGATION_SCOPE)):
                 nxt = words[j]
+                if nxt[0] > "\u2fff":
+                    # Chinese: a one-character word is a function word, and a coverb's
+                    # object stands before the verb (不对读者开放): every content word in
+                    # scope is negated.
+                    if len(nxt) > 1 and nxt.isalpha():
+                        out.add(j)
+                    continue
                 if nxt not in STOPWORDS and nxt not in DISCOURSE and nxt.isalpha():
                     out.add(j)
                     break

@@ -7,6 +7,7 @@ import itertools
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from monitor.detector.cjk import is_chinese, numeral_start, pairs, word_pairs
 from monitor.detector.text import (
     STOPWORDS,
     TOKEN_CACHE,
@@ -24,7 +25,7 @@ PREFIX = 6
 @lru_cache(maxsize=TOKEN_CACHE)
 def normalise(token: str) -> tuple[str, str | None]:
     """(folded and unit-canonical form, numeric value for digit tokens else None)."""
-    if token[0].isdigit() or token[0] == "$":
+    if token[0].isdigit() or token[0] == "$" or numeral_start(token):
         # Past the cache's hit path: numbers (ids, amounts) are mostly seen once, and kept
         # in the word caches too they would grow them long after the words they hold.
         return canonical(fold.__wrapped__(token)), number_value.__wrapped__(token)
@@ -57,8 +58,14 @@ class Support:
     numbers: set[str] = field(default_factory=set)
     bigrams: set[tuple[str, str]] = field(default_factory=set)
     originals: dict[str, str] = field(default_factory=dict)
+    # Pairs of Han characters next to each other (`cjk.pairs`): a Chinese word is in the
+    # evidence when its characters are, however the segmenter cut either side.
+    han_pairs: set[str] = field(default_factory=set)
 
     def add(self, sentence: Sentence, grams: bool) -> None:
+        if sentence.text[0] > "\u2fff" or not sentence.text.isascii():
+            if is_chinese(sentence.text):
+                self.han_pairs.update(pairs(sentence.text))
         seq: list[str] = []
         # Bound once: this loop runs for every token of every context sentence.
         numbers, words, stems, prefixes = self.numbers, self.words, self.stems, self.prefixes
@@ -88,6 +95,12 @@ class Support:
             word in self.words
             or stem(word) in self.stems
             or (len(word) > PREFIX and word[:PREFIX] in self.prefixes)
+            or (
+                len(word) > 1
+                and word[0] > "\u2fff"
+                and bool(self.han_pairs)
+                and all(p in self.han_pairs for p in word_pairs(word))
+            )
         )
 
 

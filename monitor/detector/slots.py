@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from monitor.detector.cjk import numeral_start
 from monitor.detector.text import (
     DISCOURSE,
     REFERENCES,
@@ -88,7 +89,8 @@ class Parsed:
 
 def _number(token: str) -> float | None:
     # Past the cache: a question's numbers (ids, amounts) are mostly new, kept they grow it.
-    value = number_value.__wrapped__(token) if token[0].isdigit() or token[0] == "$" else None
+    numeric = token[0].isdigit() or token[0] == "$" or numeral_start(token)
+    value = number_value.__wrapped__(token) if numeric else None
     if value is None:
         return None
     try:
@@ -115,7 +117,7 @@ def parse(text: str) -> Parsed:
 
     for i, token in enumerate(raw):
         # Only a token that starts with a digit or "$" is a number (`_number`).
-        value = _number(token) if token[0].isdigit() or token[0] == "$" else None
+        value = _number(token)
         if value is None or (i > 0 and folded[i - 1] in REFERENCES):
             continue
         hedged = any(w in _HEDGES for w in folded[max(0, i - 3) : i])

@@ -11,6 +11,8 @@ from contextlib import AbstractContextManager
 from functools import lru_cache, partial
 from typing import Any, TypeVar
 
+from monitor.detector import cjk
+
 # A word (a letter, then letters and apostrophes), or a number with its $, % or ordinal
 # suffix. The two start with different characters, so their order does not change what
 # matches; words come first as the more frequent, and runs are matched possessively.
@@ -28,6 +30,20 @@ _ASCII_TOKEN = re.compile(
 # memory for them is bounded by this many tokens each, whatever the traffic's vocabulary
 # (numbers, names and ids make it grow without end); a few thousand words cover a text.
 TOKEN_CACHE = 4_096
+
+
+def _find_tokens(text: str) -> list[str]:
+    pattern, plain = _token_pattern(text)
+    if cjk.is_chinese(plain):
+        return [plain[a:b] for a, b in cjk.spans(plain, pattern)]
+    return pattern.findall(plain)
+
+
+def _find_spans(text: str) -> list[tuple[int, int]]:
+    pattern, plain = _token_pattern(text)
+    if cjk.is_chinese(plain):
+        return cjk.spans(plain, pattern)
+    return [m.span() for m in pattern.finditer(plain)]
 
 
 def _token_pattern(text: str) -> tuple[re.Pattern[str], str]:
@@ -75,6 +91,9 @@ REFERENCES = frozenset(
 NEGATIONS = frozenset(
     "not no never none nobody nothing neither nor cannot can't don't doesn't didn't isn't "
     "aren't wasn't weren't won't wouldn't shouldn't couldn't hasn't haven't hadn't".split()
+    # Chinese negators as the segmenter cuts them (Simplified and Traditional).
+    + "不 没 沒 没有 沒有 未 无 無 非 别 別 勿 不是 不能 不会 不會 不再 不要 不可 不可以 "
+    "不得 不用 无法 無法 未曾 从未 從未 并非 並非 尚未 不曾 从不 從不 并不 並不".split()
 )
 
 
@@ -214,11 +233,14 @@ def once_per_record(
 # Called on every token by every check: a cached word is looked up faster than folded.
 @lru_cache(maxsize=TOKEN_CACHE)
 def fold(text: str) -> str:
-    """Lower-cases and strips accents so "Café" and "cafe" compare equal."""
+    """Lower-cases and strips accents so "Café" and "cafe" compare equal (and "燈塔" and
+    "灯塔")."""
     if text.isascii():
         return text.lower()
     decomposed = unicodedata.normalize("NFKD", text)
-    return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
+    folded = "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
+    # Traditional Chinese folds to Simplified, as accents fold away.
+    return cjk.simplified(folded) if cjk.is_chinese(folded) else folded
 
 
 _DIGIT = re.compile(r"\d")
@@ -279,6 +301,9 @@ def undouble(word: str) -> str:
 def number_value(token: str) -> str | None:
     """The canonical value of a numeric token ("$1,200.50" -> "1200.5"), or None."""
     if token[0].isalpha() and token.lower() not in _NUMBER_WORDS:
+        if cjk.numeral_start(token):
+            found = cjk.value(token)
+            return None if found is None else _canonical_number(found)
         return None
     raw = token.lower().replace("$", "").replace("percent", "").replace("%", "").strip()
     if raw[-2:] in ("st", "nd", "rd", "th") and raw[:-2].isdigit():
@@ -293,7 +318,13 @@ def number_value(token: str) -> str | None:
     try:
         value = float(raw)
     except ValueError:
-        return raw
+        # An Arabic number with a Chinese scale ("3万", "1.5亿").
+        mixed = cjk.value(raw) if cjk.has_han(raw) else None
+        return raw if mixed is None else _canonical_number(mixed)
+    return _canonical_number(value)
+
+
+def _canonical_number(value: float) -> str:
     if value.is_integer() and abs(value) < 1e18:
         return str(int(value))
     return repr(value)
@@ -303,14 +334,12 @@ def tokens(text: str) -> list[str]:
     """Word and number tokens in their original case (numbers keep their $ and %)."""
     shared = shared_results("tokens")
     if shared is None:
-        pattern, plain = _token_pattern(text)
-        return pattern.findall(plain)
+        return _find_tokens(text)
     found: list[str] | None = shared.get(text)
     if found is None:
         found = _tokens_of_sentences(text, shared)
         if found is None:
-            pattern, plain = _token_pattern(text)
-            found = pattern.findall(plain)
+            found = _find_tokens(text)
         shared[text] = found
     return list(found)
 
@@ -343,11 +372,7 @@ def _tokens_of_sentences(text: str, shared: dict[Hashable, Any]) -> list[str] | 
 def token_spans(text: str) -> list[tuple[int, int]]:
     """The (start, end) offsets in `text` of each of `tokens(text)`."""
 
-    def compute() -> list[tuple[int, int]]:
-        pattern, plain = _token_pattern(text)
-        return [m.span() for m in pattern.finditer(plain)]
-
-    return once_per_record("token_spans", text, compute, list)
+    return once_per_record("token_spans", text, lambda: _find_spans(text), list)
 
 
 _LIST_MARKER = re.compile(r"^\s*(?:\(?\d{1,2}[.):]|[-*\u2022])(?:\s+|$)")
@@ -365,6 +390,12 @@ def sentences(text: str) -> list[str]:
 
 
 def _split(text: str) -> list[str]:
+    if cjk.is_chinese(text):
+        return [s for piece in cjk.split_sentences(text) for s in _split_latin(piece)]
+    return _split_latin(text)
+
+
+def _split_latin(text: str) -> list[str]:
     parts = [s for s in map(str.strip, _SENTENCE.split(text)) if s]
     merged: list[str] = []
     for part in parts:

@@ -24,7 +24,7 @@ them within `KIND_BYTES`; string attribute values are redacted as the text is.
 
 `GET /debug/records` answers JSON, newest first:
 `{"extracted": [{time, source, trace_id, request_id, service, route, missing, suspect,
-conventions, conversation, sender, query, history, context: [{doc_uri, content}], response}], "no_record": [{time, source,
+language: {script, not_scored_by, reason}, conventions, conversation, sender, query, history, context: [{doc_uri, content}], response}], "no_record": [{time, source,
 trace_id, service, spans, reason}], "traces": [{trace_id, spans, spans_left_out}],
 "left_out": {"extracted", "no_record", "traces"}}`. Reasons:
 `unsampled`, `not_rag`, `extract_failed`, `bad_protobuf`.
@@ -41,7 +41,7 @@ from typing import Any
 from aiohttp import web
 
 from monitor.exporters.extracted import Redact
-from monitor.records import CONTEXT_EVIDENCE, EXTRACTION_SUSPECT, RagRecord, sender
+from monitor.records import CONTEXT_EVIDENCE, EXTRACTION_SUSPECT, RagRecord, scripts, sender
 from monitor.spans import DecodeError, Span, encode_request, encode_span
 
 TEXT_LIMIT = 2_000
@@ -83,6 +83,16 @@ class _Recent:
         return next((body for _, k, body in reversed(self._entries) if k == key), None)
 
 
+def _language(record: RagRecord) -> dict[str, Any]:
+    found = scripts.record_script(record)
+    unscored = sorted(name for name, reads in scripts.READS.items() if found not in reads)
+    return {
+        "script": found,
+        "not_scored_by": unscored,
+        "reason": scripts.reason(found, unscored) if unscored else None,
+    }
+
+
 def _held(entry: tuple[bytes, str, bytes]) -> int:
     return len(entry[0]) + len(entry[2])
 
@@ -110,6 +120,8 @@ class DebugRecords:
             "route": _cut(record.route),
             "missing": sorted(record.missing()),
             "suspect": record.metadata.get(EXTRACTION_SUSPECT),
+            # Its script, and the embedded evaluators that give it no verdict and why.
+            "language": _language(record),
             # The conventions its spans were read by (a user's among them, when matched).
             "conventions": record.metadata.get("conventions"),
             # Where its context came from, and the evidence when found by structure or

@@ -566,3 +566,39 @@ async def test_a_judge_gets_the_time_its_own_settings_give_it(telemetry: Telemet
     await stage.shutdown(30)
     assert summary.totals["judge"].passed == 1
     assert summary.totals["local"].errors == 1
+
+
+async def test_a_record_in_a_script_the_detector_was_not_measured_on_gets_no_local_verdict(
+    telemetry: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Thai, Arabic and Korean answers get no local_groundedness verdict but a counted skip
+    per language and a log line naming the judge that can score them; Chinese, Japanese
+    and English answers are scored."""
+    local = ScriptedEvaluator("local_groundedness")
+    judge = ScriptedEvaluator("groundedness", kind="judge")
+    specs = [EvaluatorConfig(name="local_groundedness"), EvaluatorConfig(name="groundedness")]
+    stage, _ = _stage(telemetry, [local, judge], specs=specs)
+    await stage.start()
+    answers = {
+        "thai": "ราคาเจ็ดยูโรต่อก้อน",
+        "arabic": "السعر سبعة يورو للرغيف",
+        "hangul": "빵 한 개의 가격은 칠 유로입니다",
+        "han": "黑麦面包每个七欧元。",
+        "japanese": "ライ麦パンは一個七ユーロです。",
+        "latin": "Rye bread costs seven euros.",
+    }
+    for i, answer in enumerate(answers.values()):
+        await _put(stage, _rec(i, response=answer))
+    await stage.shutdown(5)
+    assert (local.calls, judge.calls) == (3, 6)
+    for language in ("thai", "arabic", "hangul"):
+        labels = {"service": "svc", "evaluator": "local_groundedness", "language": language}
+        assert _value(telemetry, "evaluations_unsupported_language_total", **labels) == 1
+    skipped = {"service": "svc", "evaluator": "local_groundedness"}
+    assert (
+        _value(telemetry, "evaluations_skipped_total", **skipped, reason="unsupported_language")
+        == 3
+    )
+    said = [r.getMessage() for r in caplog.records if "svc" in r.getMessage()]
+    assert any("Thai" in m and "groundedness" in m for m in said)
+    assert any("Korean" in m for m in said) and any("Arabic" in m for m in said)

@@ -182,6 +182,26 @@ def test_each_entry_says_where_its_context_came_from() -> None:
     assert shown["r3"]["context_source"] == "none"
 
 
+def test_each_entry_says_which_embedded_evaluators_cannot_read_its_language() -> None:
+    debug = DebugRecords(5, redact=None)
+    thai = _record(1, 1, 20).model_copy(update={"response": "ราคาเจ็ดยูโรต่อก้อน"})
+    chinese = _record(2, 1, 20).model_copy(update={"response": "黑麦面包每个七欧元。"})
+    debug.extracted(thai, "kafka")
+    debug.extracted(chinese, "kafka")
+    debug.extracted(_record(3, 1, 20), "kafka")
+    shown = {e["request_id"]: e["language"] for e in debug.snapshot()["extracted"]}
+    assert shown["r1"]["script"] == "thai"
+    assert "local_groundedness" in shown["r1"]["not_scored_by"]
+    assert shown["r1"]["reason"].startswith("Thai: local_groundedness, local_relevance")
+    assert shown["r2"] == {
+        "script": "han",
+        "not_scored_by": ["local_safety"],
+        "reason": "Chinese: local_safety was not measured on it and gives no verdict (a judge "
+        "evaluator can score it)",
+    }
+    assert shown["r3"] == {"script": "latin", "not_scored_by": [], "reason": None}
+
+
 # -- who may read it -----------------------------------------------------------------------
 
 

@@ -33,7 +33,7 @@ from monitor.processors.evaluation._previous import PreviousScorer
 from monitor.processors.evaluation._runner import TaskRunner
 from monitor.processors.evaluation._task import Job, Scored, held_back
 from monitor.processors.sampler import Sampled
-from monitor.records import RagRecord
+from monitor.records import RagRecord, scripts
 from monitor.results import EvalResult
 from monitor.telemetry import RateLimitedLog, Telemetry
 
@@ -59,6 +59,8 @@ class InFlight:
     previous_scored: Scored = field(default_factory=dict)
     # The verdicts of evaluators' next revisions scoring in shadow, by evaluator.
     shadow: dict[str, EvalResult] = field(default_factory=dict)
+    # The record's script (`records.scripts`), found when an embedded evaluator asks.
+    script: str | None = None
 
     @property
     def boosted(self) -> frozenset[str]:
@@ -114,6 +116,7 @@ class BatchEvaluator:
         # Records the trace stage marked `extraction_suspect` are evaluated only if set.
         self._evaluate_suspect = evaluate_suspect
         self._boost_refused = telemetry.counter("sampling_boost_refused")
+        self._unsupported_language = telemetry.counter("evaluations_unsupported_language")
         # A budget holds a boost back for minutes (evaluations) to days (cost) at a
         # stretch: said when it starts, then once an hour per service and evaluator at most.
         self._boost_log = RateLimitedLog(log, interval_s=3600.0)
@@ -258,7 +261,8 @@ class BatchEvaluator:
                 continue
             decisions[(service, name, decision)] += 1
             if decision == "sampled":
-                chosen.append(stage.evaluator)
+                if not self._unread(stage, item, stages):
+                    chosen.append(stage.evaluator)
             elif decision == "over_budget" and name in boosted:
                 self._refused_boost(service, name, local=name in self._cpu)
         return chosen
@@ -308,6 +312,35 @@ class BatchEvaluator:
             service,
             part,
         )
+
+    def _unread(self, stage: _Stage, item: InFlight, stages: list[_Stage]) -> bool:
+        """Whether an embedded evaluator cannot read the record's language
+        (`records.scripts`): it gives no verdict; the skip is counted per service,
+        evaluator and language, and said once in a while per service and language with
+        the judge evaluators configured that can score it."""
+        name = stage.evaluator.name
+        if name not in scripts.READS:
+            return False
+        if item.script is None:
+            item.script = scripts.record_script(item.record)
+        if item.script in scripts.READS[name]:
+            return False
+        service, language = item.service, item.script
+        self._t.child(self._t.evaluations_skipped, service, name, "unsupported_language").inc()
+        self._t.child(self._unsupported_language, service, name, language).inc()
+        judges = sorted(s.evaluator.name for s in stages if s.evaluator.kind == "judge")
+        self._warn.warning(
+            f"language/{service}/{language}",
+            "%s: records of service %r in %s get no verdict from the embedded evaluators "
+            "that cannot read it (%s skipped; evaluations_unsupported_language_total counts "
+            "them); judge evaluators that can score it: %s",
+            scripts.LANGUAGE.get(language, language),
+            service,
+            language,
+            name,
+            ", ".join(judges) or "none configured (add an LLM judge, e.g. groundedness)",
+        )
+        return True
 
     def _decision(self, stage: _Stage, item: InFlight, *, boost: bool) -> str | None:
         """sampled, skipped, not_escalated or over_budget (which admits a sampled judge

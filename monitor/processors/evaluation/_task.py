@@ -31,7 +31,7 @@ from monitor.config import EvaluatorConfig
 from monitor.evaluators.base import CpuScorer
 from monitor.evaluators.factory import BuildContext
 from monitor.extraction import Convention, TraceRecords, Unreadable, extract_within
-from monitor.records import CLIENT_ADDRESS, EXTRACTION_SUSPECT, TOPIC, RagRecord
+from monitor.records import CLIENT_ADDRESS, EXTRACTION_SUSPECT, TOPIC, RagRecord, scripts
 from monitor.records.fingerprint import request_fingerprint
 from monitor.records.limits import SizeLimits
 from monitor.records.where import Where
@@ -172,7 +172,13 @@ def planned(
     if not names or held_back(record, evaluate_suspect):
         return []
     missing = record.missing()
-    return [name for name in names if not (scorers[name].requires & missing)]
+    runnable = [name for name in names if not (scorers[name].requires & missing)]
+    if any(name in scripts.READS for name in runnable):
+        # An embedded evaluator gives no verdict on a language it cannot read (the
+        # evaluation stage counts and logs the skip).
+        found = scripts.record_script(record)
+        runnable = [n for n in runnable if n not in scripts.READS or found in scripts.READS[n]]
+    return runnable
 
 
 def run(

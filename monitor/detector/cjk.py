@@ -1,0 +1,369 @@
+"""Chinese text for the detector: word boundaries, numerals as values, names and sentences.
+
+A run of Han characters has no spaces: its words come from a dictionary segmenter (`rjieba`,
+jieba's dictionary and HMM, Simplified and Traditional), its numerals from a scanner of this
+module, so that the detector's word, number and name checks read Chinese as they read
+English. Text without a Han character never reaches this module.
+
+Numerals: simple (一二三…十百千万亿), financial (壹贰叁…拾佰仟), 〇/零, 两, digit by digit
+(一九三一), mixed with Arabic or full-width digits (3万, 1.5亿, １２), decimals (三点五),
+percentages (百分之十二) and ordinals (第三). A lone 一 is no number (一些, 一起, "a" as
+much as "one"), nor are the numerals of an idiom that is no quantity (`_NOT_QUANTITIES`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import rjieba
+
+T = TypeVar("T")
+
+# Han ideographs (the unified blocks, extension A, the compatibility block) and 〇.
+_HAN_CLASS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3007"
+_HAN = re.compile(f"[{_HAN_CLASS}]")
+# A run of Han characters, or one of anything else: linear, no backtracking.
+_HAN_RUN = re.compile(f"[{_HAN_CLASS}]+")
+
+_DIGITS = {
+    "〇": 0, "零": 0, "一": 1, "壹": 1, "二": 2, "贰": 2, "貳": 2, "两": 2, "兩": 2, "三": 3,
+    "叁": 3, "參": 3, "四": 4, "肆": 4, "五": 5, "伍": 5, "六": 6, "陆": 6, "陸": 6, "七": 7,
+    "柒": 7, "八": 8, "捌": 8, "九": 9, "玖": 9,
+}  # fmt: skip
+_UNITS = {"十": 10, "拾": 10, "百": 100, "佰": 100, "千": 1000, "仟": 1000}
+_SCALES = {"万": 10_000, "萬": 10_000, "亿": 100_000_000, "億": 100_000_000}
+_POINTS = frozenset("点點")
+_NUMERAL = frozenset(_DIGITS) | frozenset(_UNITS) | frozenset(_SCALES)
+_ORDINAL = "第"
+_PERCENT = "百分之"
+# Words written with numerals that state no quantity ("very", "by all means", "in case").
+_NOT_QUANTITIES = frozenset("十分 千万 万一 一一 万万 千千万万".split())
+# Segmenter tags of a numeral or a time word: only there is a numeral prefix a number.
+_NUMERAL_TAGS = frozenset("m mq q t".split())
+# Segmenter tags of a person, a place, an organisation.
+_NAME_TAGS = frozenset("nr nrt nrfg ns nt".split())
+# Sentence ends of Chinese and Japanese text (full-width).
+_STOPS = frozenset("。！？!?")
+_CLOSERS = frozenset("”’」』）)")
+
+
+# Traditional to Simplified, character by character: OpenCC's conversion of each character
+# (`training/build_traditional_table.py` writes the table; pairs of characters, one line).
+_TABLE = Path(__file__).with_name("traditional.txt").read_text(encoding="utf-8").strip()
+_TO_SIMPLIFIED = {ord(_TABLE[i]): _TABLE[i + 1] for i in range(0, len(_TABLE), 2)}
+
+
+# Texts longer than this are not kept in a cache: its entries are bounded in number, so a
+# record of very long runs would otherwise hold megabytes in them.
+_CACHED_CHARS = 256
+
+
+class _CachedShort(Generic[T]):
+    """`function` with an LRU cache for a first argument of at most `_CACHED_CHARS`
+    characters; a longer one is computed each time."""
+
+    def __init__(self, function: Callable[..., T]) -> None:
+        self._function = function
+        self._cached = lru_cache(maxsize=4096)(function)
+
+    def __call__(self, text: str, *rest: Any) -> T:
+        if len(text) <= _CACHED_CHARS:
+            return self._cached(text, *rest)
+        return self._function(text, *rest)
+
+    def cache_clear(self) -> None:
+        self._cached.cache_clear()
+
+
+@_CachedShort
+def simplified(text: str) -> str:
+    """`text` in Simplified characters: Traditional and Simplified words compare equal and
+    the segmenter (whose dictionary is Simplified) cuts both alike. One character for one,
+    so positions in one are positions in the other."""
+    return text.translate(_TO_SIMPLIFIED)
+
+
+# Hiragana, katakana and half-width katakana: Japanese, whose words the Chinese
+# dictionary does not cut.
+_KANA = re.compile("[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f]")
+
+
+def has_han(text: str) -> bool:
+    """Whether `text` holds a Han character."""
+    return not text.isascii() and _HAN.search(text) is not None
+
+
+def is_chinese(text: str) -> bool:
+    """Whether `text` is read as Chinese: Han characters and no kana (Japanese text keeps
+    the detector's general path, as measured before this module)."""
+    return has_han(text) and _KANA.search(text) is None
+
+
+def is_han(char: str) -> bool:
+    return _HAN.match(char) is not None
+
+
+def numeral_start(token: str) -> bool:
+    """Whether a token starts as a Chinese number does (a numeral, 第 or 百分之)."""
+    first = token[0]
+    return first > "\u2fff" and (first in _NUMERAL or first == _ORDINAL or first == "百")
+
+
+def _arabic(text: str) -> float | None:
+    """An Arabic (ASCII or full-width) decimal number, else None."""
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _whole(text: str) -> float | None:
+    """The value of an integer numeral: digit by digit (一九三一) when it has no unit or
+    scale character, else by units and scales (三千零五十, 1.5亿, 3万)."""
+    if not text:
+        return None
+    if not any(c in _UNITS or c in _SCALES for c in text):
+        if all(c in _DIGITS or c.isdigit() for c in text):
+            digits = "".join(str(_DIGITS[c]) if c in _DIGITS else c for c in text)
+            return float(digits) if digits.isdigit() else None
+        return _arabic(text)
+    total = 0.0
+    section = 0.0
+    current: float | None = None
+    i = 0
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c.isdigit() or c == ".":
+            j = i
+            while j < n and (text[j].isdigit() or text[j] == "."):
+                j += 1
+            current = _arabic(text[i:j])
+            if current is None:
+                return None
+            i = j
+            continue
+        if c in _DIGITS:
+            if _DIGITS[c]:
+                current = float(_DIGITS[c])
+        elif c in _UNITS:
+            section += (1.0 if current is None else current) * _UNITS[c]
+            current = None
+        elif c in _SCALES:
+            scale = _SCALES[c]
+            if scale > 10_000:
+                total = (total + section + (current or 0.0)) * scale
+            else:
+                total += (section + (current or 0.0)) * scale
+            section, current = 0.0, None
+        else:
+            return None
+        i += 1
+    return total + section + (current or 0.0)
+
+
+@lru_cache(maxsize=4096)
+def value(token: str) -> float | None:
+    """The value of a Chinese numeral token ("十五" -> 15, "一九三一" -> 1931, "1.5亿" ->
+    150000000, "百分之十二" -> 12, "第三" -> 3, "三点五" -> 3.5), else None: a lone 一 and
+    the idioms of `_NOT_QUANTITIES` are words."""
+    if token in _NOT_QUANTITIES or token == "一":
+        return None
+    text = token.removeprefix(_ORDINAL).removeprefix(_PERCENT)
+    for point in _POINTS:
+        if point in text:
+            whole, _, fraction = text.partition(point)
+            base = _whole(whole)
+            scale = 1.0
+            while fraction and fraction[-1] in _SCALES:
+                # 一点五亿: the scale after the fraction multiplies the whole number.
+                scale *= _SCALES[fraction[-1]]
+                fraction = fraction[:-1]
+            digits = "".join(str(_DIGITS[c]) if c in _DIGITS else c for c in fraction)
+            if base is None or not digits.isdigit():
+                return None
+            return (base + float("0." + digits)) * scale
+    return _whole(text)
+
+
+def _numerals(run: str) -> list[tuple[int, int]]:
+    """The spans of `run` written as numerals: a run of numeral characters, with a decimal
+    point between two of them, after 第 or 百分之."""
+    found: list[tuple[int, int]] = []
+    n = len(run)
+    i = 0
+    while i < n:
+        if run.startswith(_PERCENT, i) and i + 3 < n and run[i + 3] in _NUMERAL:
+            start, j = i, i + 3
+        elif run[i] == _ORDINAL and i + 1 < n and run[i + 1] in _NUMERAL:
+            start, j = i, i + 1
+        elif run[i] in _NUMERAL:
+            start, j = i, i
+        else:
+            i += 1
+            continue
+        first = j
+        while j < n and (
+            run[j] in _NUMERAL
+            or (run[j] in _POINTS and j > first and j + 1 < n and run[j + 1] in _NUMERAL)
+        ):
+            j += 1
+        found.append((start, j))
+        i = j
+    return found
+
+
+@_CachedShort
+def _run_spans(run: str, after_digit: bool) -> tuple[tuple[int, int], ...]:
+    """The token spans of a run of Han characters: the segmenter's words, less the numbers,
+    which are tokens of their own. A numeral is a number when the segmenter's word holding
+    it is a numeral or a time word (七 in 七欧元, 十分钟), lies inside it, starts a word that
+    is no name (六人), or when it has several numeral characters (三亿人) or follows an
+    Arabic digit (3万人); not a lone 一 nor an idiom of `_NOT_QUANTITIES` (十分重要), nor a
+    numeral that starts a name (四川, 三明治) or stands inside a word (统一)."""
+    words = rjieba.tag(simplified(run))
+    starts: list[int] = []
+    at = 0
+    for word, _ in words:
+        starts.append(at)
+        at += len(word)
+    owner = [0] * len(run)
+    for k, (word, _) in enumerate(words):
+        for c in range(starts[k], starts[k] + len(word)):
+            owner[c] = k
+    number_end: dict[int, int] = {}
+    in_number: set[int] = set()
+    for a, b in _numerals(run):
+        k = owner[a]
+        word, tag = words[k]
+        numeral = run[a:b]
+        inside = a <= starts[k] and starts[k] + len(word) <= b
+        numeric = (
+            tag in _NUMERAL_TAGS
+            or inside
+            or len(numeral.removeprefix(_ORDINAL)) > 1
+            or (after_digit and a == 0)
+            # A word that starts with the numeral and names nothing: a count of what
+            # follows (六人, 两国), cut as one word or not (六个人).
+            or (a == starts[k] and tag not in _NAME_TAGS and tag != "nz")
+        )
+        if numeric and word not in _NOT_QUANTITIES and value(numeral) is not None:
+            number_end[a] = b
+            in_number.update(range(a, b))
+    out: list[tuple[int, int]] = []
+    i = 0
+    n = len(run)
+    while i < n:
+        if i in number_end:
+            end = number_end[i]
+            out.append((i, end))
+            i = end
+            continue
+        # Up to the end of the segmenter's word or the next number, whichever is first.
+        k = owner[i]
+        end = starts[k] + len(words[k][0])
+        j = i + 1
+        while j < end and j not in in_number:
+            j += 1
+        out.append((i, j))
+        i = j
+    return tuple(out)
+
+
+def spans(text: str, other: re.Pattern[str]) -> list[tuple[int, int]]:
+    """Token spans of a text with Han characters: each Han run by the segmenter (numbers
+    as single tokens), the rest by `other`, the detector's token pattern. An Arabic number
+    just before a numeral scale (3万, 1.5亿) is one number with it."""
+    found: list[tuple[int, int]] = []
+    at = 0
+    for run in _HAN_RUN.finditer(text):
+        found.extend(m.span() for m in other.finditer(text, at, run.start()))
+        base = run.start()
+        after_digit = base > 0 and text[base - 1].isdigit()
+        for start, end in _run_spans(run.group(), after_digit):
+            start, end = start + base, end + base
+            if (
+                start == base
+                and after_digit
+                and found
+                and found[-1][1] == start
+                and text[found[-1][0]].isdigit()
+                and (text[start] in _SCALES or text[start] in _UNITS)
+            ):
+                start = found.pop()[0]
+            found.append((start, end))
+        at = run.end()
+    found.extend(m.span() for m in other.finditer(text, at))
+    return found
+
+
+@_CachedShort
+def names(text: str) -> frozenset[str]:
+    """The words of `text` the segmenter reads as a person's, a place's or an
+    organisation's name there (a tag depends on the words around it)."""
+    return frozenset(
+        w for w, tag in rjieba.tag(simplified(text)) if tag in _NAME_TAGS and len(w) > 1
+    )
+
+
+# Dictionary frequencies (jieba's counts) at which a word is as common as a function word
+# (specificity 0) and as rare as a name (1); in between, by the logarithm.
+_COMMON = 5_000
+_RARE_COUNT = 20
+_LOG_SPAN = math.log(_COMMON / _RARE_COUNT)
+
+
+@lru_cache(maxsize=4096)
+def specificity(word: str) -> float:
+    """How specific a Han word is, 0 (most frequent words) to 1, from the segmenter
+    dictionary's frequency: the counterpart of the word vectors' vocabulary rank, whose
+    vocabulary has few Chinese words. A word the dictionary lacks weighs as its rarest
+    character (这座 as 座, 合唱节 as a whole when every part is rare)."""
+    if rjieba.has_word(word):
+        count = rjieba.suggest_freq(word)
+    else:
+        count = min(rjieba.suggest_freq(c) for c in word)
+    return min(1.0, max(0.0, math.log(_COMMON / max(count, 1)) / _LOG_SPAN))
+
+
+def pairs(text: str) -> set[str]:
+    """The pairs of Han characters next to each other in `text`: a word whose every pair is
+    there is written in the text, however the segmenter cut either side."""
+    out: set[str] = set()
+    for run in _HAN_RUN.finditer(simplified(text)):
+        chunk = run.group()
+        out.update(chunk[i : i + 2] for i in range(len(chunk) - 1))
+    return out
+
+
+def word_pairs(word: str) -> list[str]:
+    return [word[i : i + 2] for i in range(len(word) - 1)]
+
+
+def split_sentences(text: str) -> list[str]:
+    """`text` cut after each full-width sentence end (。！？, with the closing quotes after
+    it); the pieces keep their ends."""
+    out: list[str] = []
+    start = 0
+    i = 0
+    n = len(text)
+    while i < n:
+        if text[i] in _STOPS and ((text[i] != "!" and text[i] != "?") or _han_before(text, i)):
+            j = i + 1
+            while j < n and (text[j] in _STOPS or text[j] in _CLOSERS):
+                j += 1
+            out.append(text[start:j])
+            start = i = j
+            continue
+        i += 1
+    out.append(text[start:])
+    return [p for p in out if p.strip()]
+
+
+def _han_before(text: str, i: int) -> bool:
+    return i > 0 and is_han(text[i - 1])

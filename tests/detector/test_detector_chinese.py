@@ -1,0 +1,185 @@
+"""The detector on Chinese: numerals as values, word boundaries, Traditional folded to
+Simplified, the planted-error probe's bars, and the script gate of the embedded evaluators."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench import detector_chinese
+from monitor.config import EvaluatorConfig
+from monitor.detector import cjk, score_groundedness
+from monitor.detector.text import fold, number_value, sentences, tokens
+from monitor.evaluators.local import LocalGroundedness, LocalRelevance, LocalSafety
+from monitor.processors.evaluation._task import planned
+from monitor.records import RagRecord, scripts
+from training import probe_zh
+
+
+@pytest.mark.parametrize(
+    ("numeral", "value"),
+    [
+        ("七", 7), ("十五", 15), ("十", 10), ("二十", 20), ("一百零五", 105), ("三千零五十", 3050),
+        ("两千三百", 2300), ("一万二千", 12000), ("三亿", 3e8), ("一九三一", 1931),
+        ("二〇二三", 2023), ("壹佰贰拾", 120), ("叁仟", 3000), ("3万", 30000),
+        ("1.5亿", 1.5e8), ("一点五亿", 1.5e8), ("三点五", 3.5), ("七點五", 7.5),
+        ("百分之十二", 12), ("第三", 3), ("１２", 12), ("零", 0),
+    ],
+)  # fmt: skip
+def test_chinese_numerals_have_their_values(numeral: str, value: float) -> None:
+    assert cjk.value(numeral) == value
+
+
+@pytest.mark.parametrize("word", ["一", "十分", "千万", "万一", "一些", "四川", "三明治", "统一"])
+def test_words_written_with_numerals_are_no_numbers(word: str) -> None:
+    assert number_value(word) is None
+
+
+def test_numbers_are_tokens_of_their_own_with_their_values() -> None:
+    text = (
+        "营收达到1.5亿元，3万人参加，增长百分之十二，１２公斤，二〇二三年五月十日，一些人十分高兴。"
+    )
+    values = {t: number_value(t) for t in tokens(text)}
+    assert values["1.5亿"] == "150000000" and values["3万"] == "30000"
+    assert values["百分之十二"] == "12" and values["１２"] == "12"
+    assert values["二〇二三"] == "2023" and values["五"] == "5" and values["十"] == "10"
+    assert "一些" in values and values["一些"] is None
+    assert "元" in values and "公斤" in values and "年" in values
+
+
+def test_han_runs_are_cut_into_words_and_offsets_match() -> None:
+    text = "北风面包店由伊万·拉斯克于一九三一年在哈尔滨创立。"
+    words = tokens(text)
+    assert {"面包店", "伊万", "哈尔滨", "创立", "一九三一", "年"} <= set(words)
+    assert "北风面包店由伊万" not in words
+
+
+def test_sentences_end_at_full_width_stops() -> None:
+    text = "店里的面包七欧元。周一不营业！还有问题吗？Yes. It opens at 6."
+    assert sentences(text) == [
+        "店里的面包七欧元。",
+        "周一不营业！",
+        "还有问题吗？",
+        "Yes.",
+        "It opens at 6.",
+    ]
+
+
+def test_traditional_and_simplified_fold_alike() -> None:
+    assert fold("燈塔") == fold("灯塔") == "灯塔"
+    assert fold("自動系統") == "自动系统"
+
+
+def test_english_text_never_reaches_the_chinese_path() -> None:
+    assert not cjk.has_han("The rye bread costs 7 euros (not 15) at Zürich's bakery.")
+
+
+_CONTEXT = [
+    "北风面包店由伊万·拉斯克于一九三一年在哈尔滨创立。店里的黑麦面包每个售价七欧元，每天早上六点出炉。",
+    "青石农场的养蜂场每公顷每年可产蜂蜜十二公斤。",
+]
+
+
+@pytest.mark.parametrize(
+    ("question", "faithful", "planted"),
+    [
+        ("黑麦面包多少钱？", "黑麦面包一个要七欧元。", "黑麦面包一个要十五欧元。"),
+        ("面包店是哪年创办的？", "它是一九三一年开办的。", "它是一九七五年开办的。"),
+        ("谁创办了面包店？", "创办人是伊万·拉斯克。", "创办人是玛丽·格兰特。"),
+        (
+            "农场每公顷产多少蜂蜜？",
+            "每公顷一年大约产十二公斤蜂蜜。",
+            "每公顷一年大约产四十公斤蜂蜜，还获得过国家级金奖。",
+        ),
+        ("黑麦面包多少钱？", "黑麦面包一个要7欧元。", "黑麦面包一个要15欧元。"),
+    ],
+)
+def test_the_issues_planted_chinese_answers_fail_and_their_twins_pass(
+    question: str, faithful: str, planted: str
+) -> None:
+    assert score_groundedness(question, _CONTEXT, faithful).score >= 0.5
+    assert score_groundedness(question, _CONTEXT, planted).score < 0.5
+
+
+def test_a_traditional_answer_is_read_against_simplified_documents() -> None:
+    assert score_groundedness("黑麥麵包多少錢？", _CONTEXT, "黑麥麵包一個要七歐元。").score >= 0.5
+    assert score_groundedness("黑麥麵包多少錢？", _CONTEXT, "黑麥麵包一個要十五歐元。").score < 0.5
+
+
+def test_the_probe_has_both_halves_every_kind_and_paraphrased_faithful_answers() -> None:
+    dev, heldout = probe_zh.build("dev"), probe_zh.build("heldout")
+    assert len(probe_zh.DEV) + len(probe_zh.HELDOUT) >= 36
+    for half in (dev, heldout):
+        kinds = {r["label"]["kind"] for r in half}  # type: ignore[index]
+        assert kinds == {"faithful", *probe_zh.KINDS}
+        assert {r["label"]["script"] for r in half} == {"simplified", "traditional"}  # type: ignore[index]
+    items = {i.question: i for i in (*probe_zh.DEV, *probe_zh.HELDOUT)}
+    assert not {i.question for i in probe_zh.DEV} & {i.question for i in probe_zh.HELDOUT}
+    for item in items.values():
+        # Paraphrased: a faithful answer is no sentence of its documents.
+        assert all(item.faithful not in doc for doc in item.documents)
+
+
+def test_the_probe_scores_at_the_bars_docs_quality_states() -> None:
+    """The figures docs/quality.md gives (both halves at the shipped threshold): a change
+    that loses planted errors or fails more faithful answers fails here."""
+    table = detector_chinese.probe_table("all")
+    assert table["dev"]["faithful"] <= 0.0
+    assert table["dev"]["all errors"] >= 0.80
+    assert table["heldout"]["faithful"] <= 0.19
+    assert table["heldout"]["all errors"] >= 0.87
+
+
+def _record(response: str) -> RagRecord:
+    return RagRecord.model_validate(
+        {
+            "request_id": "r1",
+            "query": "价格？",
+            "response": response,
+            "retrieved_context": [{"content": "七欧元"}],
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("response", "script"),
+    [
+        ("ราคาเจ็ดยูโรต่อก้อน", "thai"),
+        ("السعر سبعة يورو للرغيف", "arabic"),
+        ("빵 한 개의 가격은 칠 유로입니다", "hangul"),
+        ("Цена семь евро", "cyrillic"),
+        ("מחיר שבעה יורו", "hebrew"),
+        ("कीमत सात यूरो है", "devanagari"),
+        ("黑麦面包每个七欧元。", "han"),
+        ("ライ麦パンは一個七ユーロです。", "japanese"),
+        ("Das Brot kostet sieben Euro.", "latin"),
+        ("12345", "none"),
+    ],
+)
+def test_a_records_script_is_counted_from_its_letters(response: str, script: str) -> None:
+    assert scripts.record_script(_record(response)) == script
+
+
+def test_embedded_scorers_that_cannot_read_a_script_are_not_planned() -> None:
+    names = ["local_groundedness", "local_relevance", "local_safety"]
+    scorers = {
+        "local_groundedness": LocalGroundedness(EvaluatorConfig(name="local_groundedness")),
+        "local_relevance": LocalRelevance(EvaluatorConfig(name="local_relevance")),
+        "local_safety": LocalSafety(EvaluatorConfig(name="local_safety")),
+    }
+    for thai_arabic_korean in ("ราคาเจ็ดยูโร", "السعر سبعة يورو", "가격은 칠 유로"):
+        assert planned(_record(thai_arabic_korean), names, scorers, False) == []
+    # Chinese is read by the word checks, not by the English safety word lists.
+    assert planned(_record("七欧元。"), names, scorers, False) == names[:2]
+    assert planned(_record("Seven euros."), names, scorers, False) == names
+
+
+def test_the_majority_of_letters_decides_the_script() -> None:
+    assert scripts.script("ราคาเจ็ดยูโรที่ร้าน 北风 ในเมือง") == "thai"
+    assert scripts.script("The word สวัสดี means hello in Thai.") == "latin"
+
+
+def test_a_numeral_of_thousands_of_digits_is_read_without_error() -> None:
+    """A sender controls the text: a numeral longer than Python converts to an int (4,300
+    digits) is still a number, and the answer is scored."""
+    answer = "价格是" + "一九" * 3_000 + "元，或者" + "三" * 5_000 + "点" + "五" * 5_000 + "亿元。"
+    assert score_groundedness("多少钱？", ["价格是七元。"], answer).score < 0.5
