@@ -79,6 +79,7 @@ from monitor.config._masking import effective_config
 from monitor.config._outputs import (
     CONVERSATION_BUDGET,
     CONVERSATION_MAX_AGE,
+    DEFAULT_RULES,
     WHERE_SUFFIX,
     AlertFleet,
     Alertmanager,
@@ -141,6 +142,7 @@ __all__ = [
     "CONVERSATION_BUDGET",
     "CONVERSATION_MAX_AGE",
     "DEFAULT_LOCAL_EVALUATORS",
+    "DEFAULT_RULES",
     "ENV_PREFIX",
     "EXTRA_MODULES",
     "FALSE_PAGE_EVERY",
