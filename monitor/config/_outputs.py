@@ -4,6 +4,8 @@ themselves, one class per kind, are in `_rules.py`."""
 
 from __future__ import annotations
 
+import difflib
+
 import re
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -27,7 +29,7 @@ from monitor.config._fields import (
     http_url,
     is_loopback_host,
 )
-from monitor.config._rule_sections import FALSE_PAGE_EVERY, FalsePageEvery
+from monitor.config._rule_sections import FALSE_PAGE_EVERY, FalsePageEvery, LabelName
 from monitor.config._rules import AlertRule
 
 # The oldest a conversation grows before its verdicts are judged, however busy it is
@@ -119,8 +121,16 @@ DEFAULT_RULES: tuple[dict[str, Any], ...] = (
 )
 
 
+# The severities the shipped routing knows (deploy/alertmanager/alertmanager.yml): `page`
+# reaches on-call, `ticket` the team's queue.
+SEVERITIES = ("page", "ticket")
+
+
 class Alerts(Section):
     rules: list[AlertRule] = []
+    # The `severity` values the routing behind the receivers knows; a rule naming another is
+    # refused (a misspelt one would reach whoever the routing's fallback names).
+    severities: list[LabelName] = list(SEVERITIES)
     # How rarely a rule may page on a service that did not change, per rule and service.
     false_page_every: FalsePageEvery = FALSE_PAGE_EVERY
     fleet: AlertFleet | None = None
@@ -192,6 +202,32 @@ class Alerts(Section):
                 problems.append(
                     f"rules: {name} is the name of {name.removesuffix(WHERE_SUFFIX)}'s Where "
                     "alert (the alert naming the slice a page's rise is in); rename it"
+                )
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    @model_validator(mode="after")
+    def _severities_routed(self) -> Alerts:
+        """Each rule's severity (an SLO rule's, each row's) is one the routing knows."""
+        if not self.severities:
+            raise ValueError("severities: empty; list the severity labels your routing knows")
+        known = ", ".join(self.severities)
+        problems = []
+        for i, rule in enumerate(self.rules):
+            rows = rule.slo.burn_rates if rule.slo is not None else ()
+            named = [(f"rules.{i}.slo.burn_rates.{k}", row.severity) for k, row in enumerate(rows)]
+            for where, severity in named or [(f"rules.{i}", rule.severity)]:
+                if severity in self.severities:
+                    continue
+                close = difflib.get_close_matches(severity, self.severities, n=1, cutoff=0.5)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                problems.append(
+                    f"{where}.severity: {severity!r} is not a severity the routing knows "
+                    f"({known}); {hint}the shipped Alertmanager config routes page to "
+                    "on-call and ticket to the team's queue, and anything else to the "
+                    "fallback receiver; a severity your routing does route goes into "
+                    "alerts.severities"
                 )
         if problems:
             raise ValueError("\n".join(problems))

@@ -203,6 +203,7 @@ GOOD: dict[str, Any] = {
                 },
             },
         ],
+        "severities": ["page", "ticket"],
         "false_page_every": "90d",
         "fleet": {
             "prometheus_url": "http://prometheus:9090",
@@ -494,6 +495,8 @@ TABLE: dict[str, list[Any]] = {
     "alerts.rules.3.slo.burn_rates.0.short": [*NOT_A_DURATION, "1h", "2h"],
     "alerts.rules.3.slo.burn_rates.0.severity": [*NOT_TEXT, "two words", "x" * 129],
     "alerts.false_page_every": [*NOT_A_DURATION, "1ns", "1ms", "0.5s", "1s", "59m"],
+    # The good file's rules name both (a row of its SLO rule is a ticket).
+    "alerts.severities": ["page", [], [1], ["two words"], ["page"]],
     "alerts.fleet.prometheus_url": NOT_A_URL,
     "alerts.fleet.selector": ["job=rag-monitor", 'job="a"}', '{job="a"}', 'job="a" or up'],
     "alerts.fleet.query_interval_s": [*NOT_SECONDS, 0, 0.1, 301],

@@ -1,0 +1,69 @@
+"""A new user's first week with the shipped kit (issue 104): what `check-config` must
+say of a config before it runs — a misspelt severity the routing would send to the wrong
+team, a literal secret in a webhook header, a shadow revision whose time has passed, every
+problem of a file in one run — and what it says of credentials."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from monitor.cli.check_config import check_config
+from monitor.config import SEVERITIES, ConfigError, load_config
+from monitor.evaluators.registry import evaluator_problems
+from tests.deploy.test_deploy_alertmanager import SEVERITIES as ROUTED
+
+
+def _problems(tmp_path: Path, text: str, environ: dict[str, str] | None = None) -> list[str]:
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ=environ or {}, evaluator_check=evaluator_problems)
+    return info.value.problems
+
+
+def _checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str
+) -> tuple[int, str, str]:
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    code = check_config(path, ())
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+# -- severities -------------------------------------------------------------------------
+
+
+def test_the_default_severities_are_the_ones_the_shipped_routing_routes() -> None:
+    """tests/deploy/test_deploy_alertmanager.py routes each through the real amtool."""
+    assert set(SEVERITIES) == set(ROUTED)
+
+
+def test_a_misspelt_severity_is_refused_naming_the_nearest(tmp_path: Path) -> None:
+    problems = _problems(
+        tmp_path,
+        "alerts:\n  rules:\n"
+        "    - {name: a, evaluator: local_groundedness, baseline: {}, severity: pgae}\n"
+        "    - name: b\n      evaluator: local_groundedness\n"
+        "      slo: {objective: 0.7, burn_rates: [{burn_rate: 2, long: 1h, short: 5m,"
+        " severity: tikcet}]}\n",
+    )
+    assert [p.split(":", 1)[0] for p in problems] == [
+        "alerts.rules.0.severity",
+        "alerts.rules.1.slo.burn_rates.0.severity",
+    ], problems
+    assert "'pgae' is not a severity the routing knows (page, ticket); did you mean 'page'?" in (
+        problems[0]
+    )
+    assert "did you mean 'ticket'?" in problems[1]
+
+
+def test_a_severity_of_your_own_routing_is_listed_in_alerts_severities(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "alerts:\n  severities: [page, ticket, critical]\n  rules:\n"
+        "    - {name: a, evaluator: local_groundedness, baseline: {}, severity: critical}\n"
+    )
+    assert load_config(path, environ={}).alerts.rules[0].severity == "critical"
