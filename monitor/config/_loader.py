@@ -179,6 +179,30 @@ def _literal_token(data: dict[str, Any]) -> bool:
     return isinstance(token, str) and "${env:" not in token
 
 
+def _literal_headers(data: dict[str, Any]) -> list[str]:
+    """A problem for each webhook header whose value the file holds itself rather than
+    a reference to the environment (`${env:VAR}`): every header is kept as a secret (masked
+    in `check-config`), and a token written into the file is in every copy of it. The
+    header is taken out, so the rest validates."""
+    alerts = data.get("alerts")
+    hooks = alerts.get("webhooks") if isinstance(alerts, dict) else None
+    problems = []
+    for i, hook in enumerate(hooks if isinstance(hooks, list) else []):
+        headers = hook.get("headers") if isinstance(hook, dict) else None
+        if not isinstance(headers, dict):
+            continue
+        for name, value in list(headers.items()):
+            if isinstance(value, str) and "${env:" not in value:
+                problems.append(
+                    f"alerts.webhooks.{i}.headers.{name}: a header value is not written into "
+                    "the config file (headers are kept as secrets); put it in an environment "
+                    f"variable and write {name}: ${{env:<VARIABLE>}} (for a token: "
+                    f"{name}: 'Bearer ${{env:<VARIABLE>}}')"
+                )
+                del headers[name]  # validated without it, for the rest
+    return problems
+
+
 def load_config(
     path: str | Path | None = None,
     environ: Mapping[str, str] | None = None,
@@ -210,6 +234,7 @@ def load_config(
                 "(or auth_token: ${env:<VARIABLE>})"
             )
             del _otlp_section(data)["auth_token"]  # validated without it, for the rest
+        misspelt += _literal_headers(data)
         try:
             sources = expand_env_refs(data, env)
         except RecursionError:

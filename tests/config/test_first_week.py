@@ -67,3 +67,37 @@ def test_a_severity_of_your_own_routing_is_listed_in_alerts_severities(tmp_path:
         "    - {name: a, evaluator: local_groundedness, baseline: {}, severity: critical}\n"
     )
     assert load_config(path, environ={}).alerts.rules[0].severity == "critical"
+
+
+# -- secrets in webhook headers ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value", ["Bearer 0123456789abcdef0123", "key-written-here", "令牌-سر-0123456789"]
+)
+def test_a_literal_header_value_is_refused(tmp_path: Path, value: str) -> None:
+    problems = _problems(
+        tmp_path,
+        "alerts:\n  webhooks:\n    - url: https://hooks.example/page\n"
+        f"      headers: {{Authorization: '{value}'}}\n"
+        "  rules: [{name: a, evaluator: local_groundedness, baseline: {}, severity: pgae}]\n",
+    )
+    assert problems[0].startswith(
+        "alerts.webhooks.0.headers.Authorization: a header value is not written into the "
+        "config file"
+    ), problems
+    assert "${env:<VARIABLE>}" in problems[0]
+    assert not any(value in p for p in problems)  # the secret is never echoed
+    # The rest of the file is still checked in the same run.
+    assert any(p.startswith("alerts.rules.0.severity: 'pgae'") for p in problems), problems
+
+
+def test_a_header_from_the_environment_is_taken(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "alerts:\n  webhooks:\n    - url: https://hooks.example/page\n"
+        "      headers: {Authorization: 'Bearer ${env:HOOK_TOKEN}', X-Key: '${env:HOOK_KEY}'}\n"
+    )
+    environ = {"HOOK_TOKEN": "t" * 32, "HOOK_KEY": "k" * 32}
+    (hook,) = load_config(path, environ=environ).alerts.webhooks
+    assert hook.headers == {"Authorization": "Bearer " + "t" * 32, "X-Key": "k" * 32}

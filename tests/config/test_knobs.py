@@ -624,7 +624,9 @@ EXCLUDES = {
 # Sections the good file leaves out for a key it sets (webhooks are refused with a fleet),
 # put in with the keys under them.
 ADDS = {
-    "alerts.webhooks": [{"url": "https://hooks.example/page", "headers": {"X-Key": "k"}}],
+    "alerts.webhooks": [
+        {"url": "https://hooks.example/page", "headers": {"X-Key": "${env:JUDGE_KEY}"}}
+    ],
     # A next revision in place of the previous one, with its values.
     **{f"evaluators.{i}.next": GOOD["evaluators"][i]["previous"] for i in (0, 2, 3, 4)},
 }
