@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
@@ -78,9 +79,24 @@ def convention_keys(config: Config, environ: Mapping[str, str]) -> list[str]:
     return problems
 
 
+def shadows_ahead(config: Config, environ: Mapping[str, str]) -> list[str]:
+    """Each `evaluators[].next` whose `until` has passed: a shadow that would never score,
+    so the switch it is meant to measure would be measured by nothing. Refused here, before
+    a deployment; `run` only says so (a restart after `until` must not stop the monitor)."""
+    now = time.time()
+    return [
+        f"evaluators.{i}.next.until: {entry.next.until.isoformat()} has passed: the next "
+        "revision would never score in shadow, so the switch would be measured by nothing; "
+        "set a time ahead (the shadow scores until then), or remove next"
+        for i, entry in enumerate(config.evaluators)
+        if entry.next is not None and entry.next.until_s <= now
+    ]
+
+
 # What `check-config` checks beyond the file itself; `run` and `replay` check the judges
-# and the conventions' keys (`run` finds the metrics port's problems when it opens it).
-CHECK_CONFIG = (metrics_port, label_senders, judge_credentials, convention_keys)
+# and the conventions' keys (`run` finds the metrics port's problems when it opens it, and
+# logs a shadow whose time has passed).
+CHECK_CONFIG = (metrics_port, label_senders, judge_credentials, convention_keys, shadows_ahead)
 
 
 def check_config(path: Path, flag_env: tuple[str, ...], probe: bool = False) -> int:
@@ -159,6 +175,13 @@ def config_warnings(config: Config) -> list[str]:
                     f"{row.factor(window):.3g}, below 1: it fires while the service still "
                     f"meets its objective {rule.slo.objective:g}"
                 )
+    now = time.time()
+    for i, entry in enumerate(config.evaluators):
+        if entry.previous is not None and entry.previous.until_s <= now:
+            lines.append(
+                f"evaluators.{i}.previous.until: {entry.previous.until.isoformat()} has "
+                "passed: the previous revision scores nothing any more; the key may go"
+            )
     audit = config.audit
     if audit.enabled and audit.reference != LABELS and not audit.anchors.enabled:
         lines.append(

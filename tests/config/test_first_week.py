@@ -5,6 +5,7 @@ problem of a file in one run — and what it says of credentials."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,48 @@ def test_a_header_from_the_environment_is_taken(tmp_path: Path) -> None:
     environ = {"HOOK_TOKEN": "t" * 32, "HOOK_KEY": "k" * 32}
     (hook,) = load_config(path, environ=environ).alerts.webhooks
     assert hook.headers == {"Authorization": "Bearer " + "t" * 32, "X-Key": "k" * 32}
+
+
+# -- a shadow whose time has passed -----------------------------------------------------
+
+REVISION = """
+evaluators:
+  - name: local_groundedness
+    %s: {until: %s, threshold: 0.6}
+"""
+
+
+def test_check_config_refuses_a_shadow_whose_time_has_passed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = _checked(tmp_path, capsys, REVISION % ("next", "2020-01-01T00:00:00Z"))
+    assert code == 1
+    (line,) = err.strip().splitlines()
+    assert line.startswith("evaluators.0.next.until: 2020-01-01T00:00:00+00:00 has passed")
+
+
+def test_a_shadow_ahead_and_a_passed_previous_are_taken(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = _checked(tmp_path, capsys, REVISION % ("next", "2999-01-01T00:00:00Z"))
+    assert code == 0, err
+    code, _, err = _checked(tmp_path, capsys, REVISION % ("previous", "2020-01-01T00:00:00Z"))
+    assert code == 0, err
+    assert "warning: evaluators.0.previous.until: 2020-01-01T00:00:00+00:00 has passed" in err
+
+
+def test_run_starts_with_a_shadow_whose_time_has_passed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A restart after `until` runs on: the shadow is left out, with a warning."""
+    from monitor.evaluators.factory import BuildContext
+    from monitor.processors.evaluation._revisions import other_revisions
+
+    path = tmp_path / "c.yaml"
+    path.write_text(REVISION % ("next", "2020-01-01T00:00:00Z"))
+    config = load_config(path, environ={})
+    with caplog.at_level(logging.WARNING, logger="monitor"):
+        scorers, cpu = other_revisions(config, BuildContext(), now=2e9)
+    assert (scorers, cpu) == ({}, [])
+    (record,) = [r for r in caplog.records if "next revision" in r.getMessage()]
+    assert record.levelno == logging.WARNING and "scores in shadow no more" in record.getMessage()
