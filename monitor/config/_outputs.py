@@ -5,7 +5,6 @@ themselves, one class per kind, are in `_rules.py`."""
 from __future__ import annotations
 
 import difflib
-
 import re
 from typing import Annotated, Any, ClassVar, Literal
 

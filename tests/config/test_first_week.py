@@ -24,9 +24,7 @@ def _problems(tmp_path: Path, text: str, environ: dict[str, str] | None = None) 
     return info.value.problems
 
 
-def _checked(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str
-) -> tuple[int, str, str]:
+def _checked(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str) -> tuple[int, str, str]:
     path = tmp_path / "c.yaml"
     path.write_text(text)
     code = check_config(path, ())
@@ -55,8 +53,9 @@ def test_a_misspelt_severity_is_refused_naming_the_nearest(tmp_path: Path) -> No
         "alerts.rules.0.severity",
         "alerts.rules.1.slo.burn_rates.0.severity",
     ], problems
-    assert "'pgae' is not a severity the routing knows (page, ticket); did you mean 'page'?" in (
-        problems[0]
+    assert (
+        "'pgae' is not a severity the routing knows (page, ticket); did you mean 'page'?"
+        in (problems[0])
     )
     assert "did you mean 'ticket'?" in problems[1]
 
@@ -147,3 +146,77 @@ def test_run_starts_with_a_shadow_whose_time_has_passed(
     assert (scorers, cpu) == ({}, [])
     (record,) = [r for r in caplog.records if "next revision" in r.getMessage()]
     assert record.levelno == logging.WARNING and "scores in shadow no more" in record.getMessage()
+
+
+# -- credentials ------------------------------------------------------------------------
+
+OTLP = """
+receivers:
+  otlp:
+    auth_token_env: RAG_MONITOR_TEST_OTLP_TOKEN
+    grpc: {endpoint: '%s:4317'}
+    http: {endpoint: '%s:4318'}
+"""
+LONG = "0123456789abcdef0123456789abcdef"
+
+
+def _warnings(err: str) -> list[str]:
+    return [line[len("warning: ") :] for line in err.splitlines() if line.startswith("warning: ")]
+
+
+@pytest.mark.parametrize(("host", "warned"), [("0.0.0.0", ["grpc", "http"]), ("127.0.0.1", [])])
+def test_a_token_over_plain_http_off_loopback_is_warned_of(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    host: str,
+    warned: list[str],
+) -> None:
+    monkeypatch.setenv("RAG_MONITOR_TEST_OTLP_TOKEN", LONG)
+    code, out, err = _checked(tmp_path, capsys, OTLP % (host, host))
+    assert code == 0, err
+    plain = [w for w in _warnings(err) if "over plain" in w]
+    assert [w.split(".")[2] for w in plain] == warned, err
+    for line in plain:
+        assert f"on {host}, reachable from other hosts" in line and "receivers.otlp.tls" in line
+    assert LONG not in out + err
+
+
+@pytest.mark.parametrize("token", ["x", "短い令牌", "0123456789abcde"])
+def test_a_token_too_short_to_be_a_secret_is_warned_of(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, token: str
+) -> None:
+    monkeypatch.setenv("RAG_MONITOR_TEST_OTLP_TOKEN", token)
+    monkeypatch.setenv("RAG_MONITOR_TEST_LABEL_TOKEN", token)
+    text = (OTLP % ("127.0.0.1", "127.0.0.1")) + (
+        "evaluators: [{name: local_groundedness}]\n"
+        "audit: {evaluator: local_groundedness, reference: labels,"
+        " labels: {http: true, token_env: RAG_MONITOR_TEST_LABEL_TOKEN}}\n"
+        "exporters: {prometheus: {endpoint: '127.0.0.1:9464'}}\n"
+    )
+    code, _, err = _checked(tmp_path, capsys, text)
+    assert code == 0, err
+    short = [w for w in _warnings(err) if "too short to be a secret" in w]
+    assert [w.split(":")[0] for w in short] == [
+        "receivers.otlp.auth_token_env",
+        "audit.labels.token_env",
+    ], err
+    assert f"the token is {len(token)} characters" in short[0]
+
+
+def test_a_label_token_over_plain_http_is_warned_of_and_the_summary_is_true(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAG_MONITOR_TEST_LABEL_TOKEN", LONG)
+    text = (
+        "evaluators: [{name: local_groundedness}]\n"
+        "audit: {evaluator: local_groundedness, reference: labels,"
+        " labels: {http: true, token_env: RAG_MONITOR_TEST_LABEL_TOKEN}}\n"
+    )
+    code, out, err = _checked(tmp_path, capsys, text)  # the default endpoint, 0.0.0.0:9464
+    assert code == 0, err
+    (plain,) = [w for w in _warnings(err) if "over plain HTTP" in w]
+    assert plain.startswith("audit.labels.token_env: label senders present the bearer token")
+    (summary,) = [line for line in out.splitlines() if "/audit/labels" in line]
+    assert "RAG_MONITOR_TEST_LABEL_TOKEN only, loopback senders included" in summary
+    assert "or on loopback" not in out
