@@ -20,6 +20,7 @@ from monitor.config._fields import (
     Endpoint,
     HostPortOrUrl,
     HttpUrl,
+    Refused,
     Seconds,
     Section,
     at_least,
@@ -125,6 +126,18 @@ DEFAULT_RULES: tuple[dict[str, Any], ...] = (
 SEVERITIES = ("page", "ticket")
 
 
+def _unrouted(severity: str, known: list[str]) -> str:
+    """Why `severity` is refused, naming the nearest of `known`."""
+    close = difflib.get_close_matches(severity, known, n=1, cutoff=0.5)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return (
+        f"{severity!r} is not a severity the routing knows ({', '.join(known)}); {hint}the "
+        "shipped Alertmanager config routes page to on-call and ticket to the team's queue, "
+        "and anything else to the fallback receiver; a severity your routing does route goes "
+        "into alerts.severities"
+    )
+
+
 class Alerts(Section):
     rules: list[AlertRule] = []
     # The `severity` values the routing behind the receivers knows; a rule naming another is
@@ -206,28 +219,46 @@ class Alerts(Section):
             raise ValueError("\n".join(problems))
         return self
 
+    @model_validator(mode="before")
+    @classmethod
+    def _severities_written(cls, data: Any) -> Any:
+        """A severity written in a rule (or an SLO row) that the routing does not know is
+        held in its place (`Refused`), so the rule's other problems come with it."""
+        if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
+            return data
+        known = data.get("severities", list(SEVERITIES))
+        if not isinstance(known, list) or not known or not all(isinstance(k, str) for k in known):
+            return data  # `severities`' own check names what is wrong
+
+        def checked(entry: Any) -> Any:
+            severity = entry.get("severity") if isinstance(entry, dict) else None
+            if not isinstance(severity, str) or severity in known:
+                return entry
+            return {**entry, "severity": Refused(severity, _unrouted(severity, known))}
+
+        rules = []
+        for rule in data["rules"]:
+            rule = checked(rule)
+            slo = rule.get("slo") if isinstance(rule, dict) else None
+            if isinstance(slo, dict) and isinstance(slo.get("burn_rates"), list):
+                rows = [checked(row) for row in slo["burn_rates"]]
+                rule = {**rule, "slo": {**slo, "burn_rates": rows}}
+            rules.append(rule)
+        return {**data, "rules": rules}
+
     @model_validator(mode="after")
     def _severities_routed(self) -> Alerts:
-        """Each rule's severity (an SLO rule's, each row's) is one the routing knows."""
+        """Each rule's severity (an SLO rule's, each row's) is one the routing knows: those
+        left at their default, and the rules given as objects."""
         if not self.severities:
             raise ValueError("severities: empty; list the severity labels your routing knows")
-        known = ", ".join(self.severities)
         problems = []
         for i, rule in enumerate(self.rules):
             rows = rule.slo.burn_rates if rule.slo is not None else ()
             named = [(f"rules.{i}.slo.burn_rates.{k}", row.severity) for k, row in enumerate(rows)]
             for where, severity in named or [(f"rules.{i}", rule.severity)]:
-                if severity in self.severities:
-                    continue
-                close = difflib.get_close_matches(severity, self.severities, n=1, cutoff=0.5)
-                hint = f"did you mean {close[0]!r}? " if close else ""
-                problems.append(
-                    f"{where}.severity: {severity!r} is not a severity the routing knows "
-                    f"({known}); {hint}the shipped Alertmanager config routes page to "
-                    "on-call and ticket to the team's queue, and anything else to the "
-                    "fallback receiver; a severity your routing does route goes into "
-                    "alerts.severities"
-                )
+                if severity not in self.severities:
+                    problems.append(f"{where}.severity: {_unrouted(severity, self.severities)}")
         if problems:
             raise ValueError("\n".join(problems))
         return self

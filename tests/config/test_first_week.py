@@ -220,3 +220,79 @@ def test_a_label_token_over_plain_http_is_warned_of_and_the_summary_is_true(
     (summary,) = [line for line in out.splitlines() if "/audit/labels" in line]
     assert "RAG_MONITOR_TEST_LABEL_TOKEN only, loopback senders included" in summary
     assert "or on loopback" not in out
+
+
+# -- every problem in one run -----------------------------------------------------------
+
+TYPOS = """
+evaluatorz: [{name: local_groundedness}]
+alerts:
+  evaluation_interval: 15
+  rules:
+    - name: hallucination_regression
+      evaluator: local_groundedness
+      baseline: {window: 24hh}
+      severity: pgae
+audit:
+  evaluator: local_groundedness
+  reference: labels
+  labels: {http: true, tokn_env: RAG_MONITOR_TEST_LABEL_TOKEN}
+evaluators:
+  - name: local_groundedness
+    next: {until: 2020-01-01, threshold: 0.6}
+"""
+FIXED = """
+alerts:
+  evaluation_interval_s: 15
+  rules:
+    - name: hallucination_regression
+      evaluator: local_groundedness
+      baseline: {window: 24h}
+      severity: page
+audit:
+  evaluator: local_groundedness
+  reference: labels
+  labels: {http: true, token_env: RAG_MONITOR_TEST_LABEL_TOKEN}
+evaluators:
+  - name: local_groundedness
+    next: {until: 2999-01-01, threshold: 0.6}
+"""
+
+
+def test_every_problem_of_a_file_comes_in_one_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unknown keys and wrong values in several sections, and what only a section (or the
+    whole config) that validates can be checked for — a severity, the label senders'
+    credential, a shadow's time: all of them at once, nothing about the defaults put in
+    place of what is wrong; the file with all of them fixed passes."""
+    monkeypatch.setenv("RAG_MONITOR_TEST_LABEL_TOKEN", LONG)
+    code, _, err = _checked(tmp_path, capsys, TYPOS)
+    assert code == 1
+    assert sorted(line.split(":", 1)[0] for line in err.strip().splitlines()) == [
+        "alerts.evaluation_interval",
+        "alerts.rules.0.baseline.window",
+        "alerts.rules.0.severity",
+        "audit.labels.http",
+        "audit.labels.tokn_env",
+        "evaluators.0.next.until",
+        "evaluatorz",
+    ], err
+    code, _, err = _checked(tmp_path, capsys, FIXED)
+    assert code == 0, err
+
+
+def test_a_key_found_wrong_is_not_blamed_again_for_its_default(tmp_path: Path) -> None:
+    """Checked again without a wrong key, the default in its place says nothing more of
+    it (nor of the keys under it): one problem per mistake."""
+    problems = _problems(
+        tmp_path,
+        "audit: {evaluator: local_groundedness, reference: labels, labels: {http: 2}}\n"
+        "alerts: {rules: [{name: a, evaluator: local_groundedness, baseline: {}, "
+        "severity: pgae}], evaluation_interval_s: 0}\n",
+    )
+    assert sorted(p.split(":", 1)[0] for p in problems) == [
+        "alerts.evaluation_interval_s",
+        "alerts.rules.0.severity",
+        "audit.labels.http",
+    ], problems
