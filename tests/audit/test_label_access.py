@@ -287,3 +287,30 @@ async def test_awaiting_ids_stay_behind_the_guard_with_a_labels_file(tmp_path: P
         assert sorted(page["awaiting_labels"]) == sorted(audited)
     finally:
         await service.shutdown(30)
+
+
+@pytest.mark.asyncio
+async def test_on_loopback_the_web_config_guards_labels_and_keeps_asking(tmp_path: Path) -> None:
+    """No token, a web config with basic-auth users, on 127.0.0.1: a post without the
+    user's credentials is a 401; a reloaded web config that stops asking is not taken (the
+    post is still refused)."""
+    hashed = bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()
+    web = tmp_path / "web.yml"
+    web.write_text(f"basic_auth_users: {{labeller: '{hashed}'}}\n")
+    prometheus = {"endpoint": "127.0.0.1:0", "web_config_file": str(web)}
+    config = _labelled(token=False, exporters={"prometheus": prometheus})
+    service = Service(config, with_receivers=False)
+    await service.start()
+    try:
+        assert service.http is not None and service.http.bound_port is not None
+        port = service.http.bound_port
+        status, _ = await _ask(port, "/audit/labels", [])
+        assert status == 401
+        basic = "Basic " + base64.b64encode(b"labeller:pw").decode()
+        status, answer = await _ask(port, "/audit/labels", [], basic)
+        assert (status, answer) == (200, {"joined": 0, "refused": []})
+        web.write_text("# asks for nothing now, a file of another size\n")
+        status, _ = await _ask(port, "/audit/labels", [])
+        assert status == 401
+    finally:
+        await service.shutdown(30)
