@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
+
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 
 SIDECAR_SLO = "# - name: groundedness_slo"
@@ -47,3 +49,42 @@ def rules_with_slo() -> str:
 def slo_tests_with_alerts() -> str:
     """deploy/prometheus/slo_test.yml with its tests of the SLO alerts uncommented."""
     return uncommented((DEPLOY / "prometheus/slo_test.yml").read_text(), SLO_ALERT_TESTS)
+
+
+def _monitor_config(document: object) -> dict[str, object] | None:
+    """The monitor config a shipped YAML document holds: itself (a monitor config), its
+    `config` (Helm values) or its `data["config.yaml"]` (a ConfigMap); None for others."""
+    if not isinstance(document, dict):
+        return None
+    data = document.get("data")
+    if document.get("kind") == "ConfigMap" and isinstance(data, dict):
+        text = data.get("config.yaml")
+        inner = yaml.safe_load(text) if isinstance(text, str) else None
+        return inner if isinstance(inner, dict) else None
+    config = document.get("config")
+    if isinstance(config, dict) and {"evaluators", "alerts", "receivers"} & set(config):
+        return config
+    if {"evaluators", "alerts"} & set(document) and "apiVersion" not in document:
+        return document
+    return None
+
+
+def shipped_monitor_configs() -> dict[str, dict[str, object]]:
+    """Every monitor config the repository ships (deploy/ and examples/, found by what the
+    files hold, not by a list of names), by its path (and document where a file holds
+    several)."""
+    out: dict[str, dict[str, object]] = {}
+    for folder in (DEPLOY, DEPLOY.parent / "examples"):
+        for path in sorted([*folder.rglob("*.yaml"), *folder.rglob("*.yml")]):
+            if "templates" in path.parts:  # Helm templates are not YAML until rendered
+                continue
+            try:
+                documents = list(yaml.safe_load_all(path.read_text()))
+            except yaml.YAMLError:
+                continue
+            for n, document in enumerate(documents):
+                config = _monitor_config(document)
+                if config is not None:
+                    name = str(path.relative_to(DEPLOY.parent))
+                    out[name if len(documents) == 1 else f"{name}#{n}"] = config
+    return out

@@ -289,14 +289,21 @@ def _audit(
     kept = StateFormat("audit", *saved.STATE_FORMAT)
     state = StateFile(path + saved.SUFFIX, telemetry, kept) if path else None
     web = config.exporters.prometheus
-    guard = label_access(audit, web.endpoint, web_config_asks(web)) if http else LabelAccess()
+    # `GET /audit`'s awaiting ids are behind the labels' guard, whether labels are posted or
+    # not (a token named in audit.labels.token_env, or the web config's credentials).
+    asks = web_config_asks(web) if http is not None else False
+    guard = (
+        label_access(audit, web.endpoint, asks)
+        if http is not None and audit.labels.http
+        else LabelAccess(audit.labels.token, asks)
+    )
     sink = AuditSink(audit, telemetry, share, state=state, clock=clock, access=guard, checks=checks)
     if http is not None:
         http.add_route(AUDIT_PATH, sink.handle)
         if audit.labels.http:  # a token is asked by the endpoint, else by the web config
             handle = LabelEndpoint(sink, telemetry, guard).handle
-            public, text = guard.token is not None, guard.by_web_config
-            http.add_route(LABELS_PATH, handle, method="POST", public=public, text=text)
+            public, guarded = guard.token is not None, guard.by_web_config
+            http.add_route(LABELS_PATH, handle, method="POST", public=public, guarded=guarded)
     return sink
 
 

@@ -242,8 +242,9 @@ SAFETY_COPIES: tuple[Copy, ...] = (
         "bound < {safety_rate}",
     ),
 )
-# The shipped configs that write the regression rule's baseline and the safety rule out:
-# the sidecar they run judges as the Prometheus rules do only while they agree.
+# The shipped configs that write the regression rules' baseline (the hallucination and the
+# context-missing rule's) and the safety rule out: the sidecar they run judges as the
+# Prometheus rules do only while they agree.
 BASELINE = "baseline: {window: {baseline_window}, min_samples: {baseline_min_samples}}"
 # deploy/monitor.yaml's safety rules are where SafetyFigures reads the threshold.
 SAFETY_RULE = (
@@ -252,7 +253,7 @@ SAFETY_RULE = (
 )
 CONFIG_COPIES: tuple[Copy, ...] = (
     *(
-        Copy(path, BASELINE)
+        Copy(path, BASELINE, count=2)
         for path in (
             "deploy/monitor.yaml",
             "deploy/compose/monitor.yaml",

@@ -13,12 +13,15 @@ records (`evaluators[].previous`) go to the same hook (`pair`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from enum import Enum
 
-from monitor.alerts.kinds import Entry, Key, Replacing, RuleKind
+from monitor.alerts.kinds import Entry, Key, Replacing, RuleKind, series
 from monitor.alerts.rule import Rule
 from monitor.alerts.state import Replaced
+
+log = logging.getLogger(__name__)
 
 # Revisions an entry remembers having replaced (a rollout has two live; a third is rare).
 REPLACED_KEPT = 4
@@ -37,6 +40,9 @@ class Revisions:
         self._replacing = [kind if isinstance(kind, Replacing) else None for kind in kinds]
         # key -> the revisions it replaced, oldest first, and the last verdict of its own.
         self._replaced: dict[Key, Replaced] = {}
+        # Keys whose replaced revision's verdicts were said to arrive again, since the entry
+        # last took a revision (said once: a rollout with both live sends them all along).
+        self._told: set[Key] = set()
 
     def pair(
         self,
@@ -75,13 +81,36 @@ class Revisions:
             replacing = self._replacing[key[0]]
             if replacing is not None and revision == before[-1]:
                 replacing.add_replaced(entry.state, histogram, now, entry.firing)
+            if key not in self._told:
+                self._told.add(key)
+                self._switched_back(key, revision, entry.revision)
             return Route.ELSEWHERE
         if entry.revision is None:
             entry.revision = revision
             return Route.OWN
         kept = tuple(r for r in before if r != revision)[-REPLACED_KEPT + 1 :]
         self._replaced[key] = ((*kept, entry.revision), now)
+        self._told.discard(key)
         return Route.REPLACE
+
+    def _switched_back(self, key: Key, revision: str, own: str | None) -> None:
+        """Verdicts of `revision`, which `key`'s entry replaced by `own`, arrive again: a
+        switch back (or a rollout with both live) is said at once, not only once it has
+        been alone for a window (`REPLACE`, which `Firing.new_revision` logs)."""
+        rule = self._rules[key[0]]
+        log.warning(
+            "alert %s for %s: verdicts of %s revision %s arrive again (revision %s replaced "
+            "it): judged by no rule while %s's still come (a rollout with both live, or a "
+            "switch back); alone for %gs (the rule's window) they replace %s, a rollback",
+            rule.config.name,
+            series(key),
+            rule.config.evaluator or rule.config.category,
+            revision,
+            own,
+            own,
+            rule.window_s,
+            own,
+        )
 
     def saved(self, key: Key) -> list[object] | None:
         """What the state file keeps of `key`'s replaced revisions (null: none)."""
@@ -99,3 +128,4 @@ class Revisions:
 
     def forget(self, key: Key) -> None:
         self._replaced.pop(key, None)
+        self._told.discard(key)

@@ -1,15 +1,17 @@
 """Who may send labels, and see which records await one: labels move the audited estimate,
 so only a sender with a credential may post them — a bearer token from the environment
 (`audit.labels.token_env`), or the metrics port's web config (basic auth users, or client
-certificates required) — or anyone on the host where the metrics port listens on loopback.
-The request ids awaiting a label (`GET /audit`) are shown behind the same guard."""
+certificates required). A loopback address is no credential: a sidecar's loopback is
+shared by every container of its pod, so `audit.labels.http` without either is refused
+whatever the address. The request ids awaiting a label (`GET /audit`) are shown behind the
+same guard."""
 
 from __future__ import annotations
 
 import hmac
 from dataclasses import dataclass
 
-from monitor.config import ConfigError, is_loopback_host
+from monitor.config import ConfigError
 from monitor.config._audit import Audit
 
 TOKEN_KEY = "audit.labels.token_env"
@@ -18,29 +20,24 @@ TOKEN_KEY = "audit.labels.token_env"
 @dataclass(frozen=True, slots=True)
 class LabelAccess:
     """`token`: the bearer token a label sender presents (None: none is asked here).
-    `loopback`: the metrics port listens on loopback only; `web_config_asks`: its web
-    config asks every request for a credential. Either way every request that reaches the
-    audit's routes is guarded."""
+    `web_config_asks`: the metrics port's web config asks every request for a credential
+    (its middleware checks it before the audit's routes see the request). With neither,
+    nothing is admitted and no awaiting id is shown."""
 
     token: str | None = None
-    loopback: bool = True
     web_config_asks: bool = False
-
-    @property
-    def guarded(self) -> bool:
-        return self.loopback or self.web_config_asks
 
     @property
     def by_web_config(self) -> bool:
         """The web config alone guards label posts: it must keep asking (a reload that
         stops asking is not taken)."""
-        return self.token is None and not self.loopback
+        return self.token is None
 
     def refusal(self, authorization: str | None) -> str | None:
         """Why a label post with this `Authorization` header is refused (`no_credential`,
         `wrong_credential`), or None."""
         if self.token is None:
-            return None if self.guarded else "no_credential"
+            return None if self.web_config_asks else "no_credential"
         scheme, _, value = (authorization or "").strip().partition(" ")
         if scheme.lower() != "bearer" or not value.strip():
             return "no_credential"
@@ -50,33 +47,30 @@ class LabelAccess:
 
     def shows_awaiting(self, authorization: str | None) -> bool:
         """Whether `GET /audit` with this header lists the request ids awaiting a label."""
-        return self.guarded or (self.token is not None and self.refusal(authorization) is None)
+        if self.web_config_asks:
+            return True  # the request passed the web config's credential check
+        return self.token is not None and self.refusal(authorization) is None
 
 
 def label_access(audit: Audit, endpoint: str, web_config_asks: bool) -> LabelAccess:
     """Who may post labels to the metrics port on `endpoint`; raises `ConfigError` where
-    `audit.labels.http` would take them from anyone who reaches it."""
+    `audit.labels.http` would take them with no credential asked."""
     problem = open_labels_problem(audit, endpoint, web_config_asks)
     if problem is not None:
         raise ConfigError([problem])
-    loopback = is_loopback_host(endpoint.rpartition(":")[0])
-    return LabelAccess(audit.labels.token, loopback, web_config_asks)
+    return LabelAccess(audit.labels.token, web_config_asks)
 
 
 def open_labels_problem(audit: Audit, endpoint: str, web_config_asks: bool) -> str | None:
-    """Why `audit.labels.http` may not be served on the metrics port's `endpoint`: reachable
-    from other hosts, with no token and a web config that asks for no credential (None: it
-    may)."""
+    """Why `audit.labels.http` may not be served on the metrics port's `endpoint`: no token
+    and a web config that asks for no credential, on any address (None: it may)."""
+    if not audit.labels.http or web_config_asks or audit.labels.token is not None:
+        return None
     host = endpoint.rpartition(":")[0]
-    if not audit.labels.http or is_loopback_host(host) or web_config_asks:
-        return None
-    if audit.labels.token is not None:
-        return None
     return (
         f"audit.labels.http: POST /audit/labels sets the audited estimate and the metrics port "
-        f"on {host} is reachable from other hosts with no credential asked; name the "
-        f"variable holding a bearer token in {TOKEN_KEY}, give the metrics port a web config "
-        "with basic_auth_users (or client certificates required), bind "
-        "exporters.prometheus.endpoint to a loopback address (127.0.0.1), or feed labels "
-        "through audit.labels.file"
+        f"on {host} asks no credential (a loopback address is none: in a pod every container "
+        f"shares it); name the variable holding a bearer token in {TOKEN_KEY}, give the "
+        "metrics port a web config with basic_auth_users (or client certificates required), "
+        "or feed labels through audit.labels.file"
     )

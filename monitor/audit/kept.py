@@ -154,12 +154,13 @@ class KeptState:
             encoded.append(f"{_dumps(service)}:{{{','.join(buckets)}}}")
             budget -= len(encoded[-1]) - sum(map(len, buckets))
         # Newest first, so what is left out over the bound is the oldest.
-        kept_pending, budget = await _newest(reversed(pending), pending.get, encode_pending, budget)
-        kept_traces, budget = await _newest(reversed(traces), traces.get, encode_trace, budget)
-        over = {
-            "pending_over_size": len(pending) - len(kept_pending),
-            "traces_over_size": len(traces) - len(kept_traces),
-        }
+        kept_pending, left_pending, budget = await _newest(
+            reversed(pending), pending.get, encode_pending, budget
+        )
+        kept_traces, left_traces, budget = await _newest(
+            reversed(traces), traces.get, encode_trace, budget
+        )
+        over = {"pending_over_size": left_pending, "traces_over_size": left_traces}
         for part, count in over.items():
             if count > 0:
                 self._t.child(self._dropped, part).inc(count)
@@ -214,26 +215,39 @@ async def _newest(
     get: Callable[[Any], Any],
     encode: Callable[[Any, Any], list[Any]],
     budget: int,
-) -> tuple[list[str], int]:
+) -> tuple[list[str], int, int]:
     """The entries of `keys` (newest first; an iterator that copies each service's keys as
     it reaches them, so that the loop is never held for a copy of all) encoded to their
     JSON text while `budget` bytes last, a slice at a time (an entry gone since the slice
-    began is skipped)."""
+    began is skipped); and how many were left out for want of room. Only those are left
+    out: entries that arrive while the save runs are not counted against the size (the
+    next save takes them)."""
     out: list[str] = []
     while True:
         chunk = list(itertools.islice(keys, SLICE))
         if not chunk:
-            return out, budget
-        for key in chunk:
+            return out, 0, budget
+        for n, key in enumerate(chunk):
             value = get(key)
             if value is None:
                 continue
             text = _dumps(encode(key, value))
             budget -= len(text) + 1
             if budget < 0:
-                return out, budget
+                left = sum(1 for k in chunk[n:] if get(k) is not None)
+                return out, left + await _still_there(keys, get), budget
             out.append(text)
         await asyncio.sleep(0)
+
+
+async def _still_there(keys: Iterator[Any], get: Callable[[Any], Any]) -> int:
+    """How many of `keys` (what an over-size save did not reach) are still held, counted a
+    slice at a time."""
+    count = 0
+    while chunk := list(itertools.islice(keys, SLICE)):
+        count += sum(1 for key in chunk if get(key) is not None)
+        await asyncio.sleep(0)
+    return count
 
 
 def _decoded(saved: dict[str, Any], *args: Any, **kwargs: Any) -> Restored:

@@ -4,14 +4,16 @@ configuration with a summary of what will run."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from monitor.alerts.kinds.pick import summary
-from monitor.audit.access import open_labels_problem
+from monitor.audit.access import TOKEN_KEY, open_labels_problem
 from monitor.config import (
     AttributeSource,
     Config,
@@ -19,14 +21,20 @@ from monitor.config import (
     EvaluatorConfig,
     dump_yaml,
     effective_config,
+    is_loopback_host,
     load_config,
     mask_url,
     parse_duration,
 )
 from monitor.config._audit import LABELS
+from monitor.config._receivers import OTLP_PROTOCOLS
 from monitor.conventions import SHIPPED, Source
 from monitor.evaluators.registry import evaluator_problems, resolved
-from monitor.exporters.metrics_port import check_metrics_port, web_config_asks
+from monitor.exporters.metrics_port import (
+    check_metrics_port,
+    load_web_security,
+    web_config_asks,
+)
 from monitor.judge.definitions import needs_judge
 from monitor.shared.placeholders import recursion
 
@@ -51,7 +59,8 @@ def metrics_port(config: Config, environ: Mapping[str, str]) -> list[str]:
 
 
 def label_senders(config: Config, environ: Mapping[str, str]) -> list[str]:
-    """`audit.labels.http` where anyone who reaches the metrics port could post labels."""
+    """`audit.labels.http` where a sender could post labels with no credential (on any
+    address: a loopback one is shared by every container of a pod)."""
     prometheus = config.exporters.prometheus
     try:
         asks = web_config_asks(prometheus)
@@ -78,9 +87,24 @@ def convention_keys(config: Config, environ: Mapping[str, str]) -> list[str]:
     return problems
 
 
+def shadows_ahead(config: Config, environ: Mapping[str, str]) -> list[str]:
+    """Each `evaluators[].next` whose `until` has passed: a shadow that would never score,
+    so the switch it is meant to measure would be measured by nothing. Refused here, before
+    a deployment; `run` only says so (a restart after `until` must not stop the monitor)."""
+    now = time.time()
+    return [
+        f"evaluators.{i}.next.until: {entry.next.until.isoformat()} has passed: the next "
+        "revision would never score in shadow, so the switch would be measured by nothing; "
+        "set a time ahead (the shadow scores until then), or remove next"
+        for i, entry in enumerate(config.evaluators)
+        if entry.next is not None and entry.next.until_s <= now
+    ]
+
+
 # What `check-config` checks beyond the file itself; `run` and `replay` check the judges
-# and the conventions' keys (`run` finds the metrics port's problems when it opens it).
-CHECK_CONFIG = (metrics_port, label_senders, judge_credentials, convention_keys)
+# and the conventions' keys (`run` finds the metrics port's problems when it opens it, and
+# logs a shadow whose time has passed).
+CHECK_CONFIG = (metrics_port, label_senders, judge_credentials, convention_keys, shadows_ahead)
 
 
 def check_config(path: Path, flag_env: tuple[str, ...], probe: bool = False) -> int:
@@ -159,6 +183,13 @@ def config_warnings(config: Config) -> list[str]:
                     f"{row.factor(window):.3g}, below 1: it fires while the service still "
                     f"meets its objective {rule.slo.objective:g}"
                 )
+    now = time.time()
+    for i, entry in enumerate(config.evaluators):
+        if entry.previous is not None and entry.previous.until_s <= now:
+            lines.append(
+                f"evaluators.{i}.previous.until: {entry.previous.until.isoformat()} has "
+                "passed: the previous revision scores nothing any more; the key may go"
+            )
     audit = config.audit
     if audit.enabled and audit.reference != LABELS and not audit.anchors.enabled:
         lines.append(
@@ -176,7 +207,50 @@ def config_warnings(config: Config) -> list[str]:
             f"with retries), not at {pipeline:g}s, and holds its batch that long; raise "
             "pipeline.evaluation_timeout_s to the deadline you mean, or lower judge.timeout_s"
         )
-    return lines + convention_warnings(config)
+    return lines + credential_warnings(config) + convention_warnings(config)
+
+
+# Below this a token is guessed, not kept secret (`openssl rand -hex 32` gives 64).
+MIN_TOKEN_CHARS = 16
+
+
+def credential_warnings(config: Config) -> list[str]:
+    """A bearer token that crosses the network in the clear (a receiver or the metrics port
+    off loopback without TLS), or is too short to be a secret."""
+    lines = []
+    otlp = config.receivers.otlp
+    if otlp.auth_token is not None:
+        for name in OTLP_PROTOCOLS:
+            receiver = getattr(otlp, name)
+            host = receiver.endpoint.rpartition(":")[0]
+            if receiver.enabled and otlp.tls is None and not is_loopback_host(host):
+                lines.append(
+                    f"receivers.otlp.{name}.endpoint: senders present the bearer token over "
+                    f"plain {'gRPC' if name == 'grpc' else 'HTTP'} on {host}, reachable from "
+                    "other hosts: anyone on the path reads it; set receivers.otlp.tls, or "
+                    "listen on loopback (127.0.0.1)"
+                )
+    labels, prometheus = config.audit.labels, config.exporters.prometheus
+    if labels.http and labels.token is not None and not prometheus.loopback:
+        tls = False
+        if prometheus.web_config_file is not None:
+            with contextlib.suppress(ConfigError):  # `metrics_port` names what is wrong
+                tls = load_web_security(prometheus.web_config_file)[1] is not None
+        if not tls:
+            lines.append(
+                f"{TOKEN_KEY}: label senders present the bearer token over plain HTTP on "
+                f"{prometheus.endpoint}, reachable from other hosts: anyone on the path reads "
+                "it; give the metrics port TLS (tls_server_config in its web config), or "
+                "listen on loopback (127.0.0.1)"
+            )
+    tokens = [("receivers.otlp.auth_token_env", otlp.auth_token), (TOKEN_KEY, labels.token)]
+    for key, token in tokens:
+        if token is not None and len(token) < MIN_TOKEN_CHARS:
+            lines.append(
+                f"{key}: the token is {len(token)} characters, too short to be a secret "
+                f"(at least {MIN_TOKEN_CHARS}; `openssl rand -hex 32` makes one)"
+            )
+    return lines
 
 
 # Attribute names, lower-cased without separators, that hold one trace's or request's own
@@ -283,8 +357,8 @@ def _explain(config: Config) -> list[str]:
         )
     if audit.labels.http:
         token = audit.labels.token_env
-        who = f"with the bearer token in {token}" if token else "by the web config's users"
-        lines.append(f"labels posted to /audit/labels {who} (or on loopback, from this host)")
+        who = f"with the bearer token in {token}" if token else "with the web config's credentials"
+        lines.append(f"labels posted to /audit/labels {who} only, loopback senders included")
     if audit.anchors.enabled:
         where = audit.anchors.file or "the shipped anchors"
         lines.append(f"judges checked on {where} every {audit.anchors.every}")

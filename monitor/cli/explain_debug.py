@@ -7,8 +7,9 @@ a server that sends a byte every few seconds nor a page listing thousands of tra
 answered just within a deadline of its own, can hold it), the page a size cap and the
 traces' bodies one cap together, each above anything `/debug/records` writes (read as they
 arrive, refused at the cap, never held whole), and the page is parsed by orjson, whose
-nesting limit refuses JSON nested past any page. Each is an `ExplainError` saying, in one
-line, which URL and what went wrong."""
+nesting limit refuses JSON nested past any page. A redirect is refused, never followed
+(a monitor's port never answers one). Each is an `ExplainError` saying, in one line, which
+URL and what went wrong."""
 
 from __future__ import annotations
 
@@ -99,7 +100,16 @@ async def _get(session: aiohttp.ClientSession, url: str, read: _Read, what: str)
     """The body at `url`, read within what is left of `read`'s deadline and bytes."""
     try:
         async with asyncio.timeout_at(read.deadline):
-            async with session.get(url) as response:
+            # A monitor's metrics port never redirects: one that does may hand the read
+            # (and whatever the session sends) to another port or host.
+            async with session.get(url, allow_redirects=False) as response:
+                if 300 <= response.status < 400:
+                    where = response.headers.get("Location", "nowhere said")
+                    raise ExplainError(
+                        f"{what}: answered HTTP {response.status}, a redirect to {where[:200]}; "
+                        "not followed (a rag-monitor metrics port never redirects): give the "
+                        "URL of the monitor's metrics port itself"
+                    )
                 body = await _bounded(response, url, read.room)
                 if response.status == 401:
                     raise ExplainError(f"{what}: the metrics port asks for credentials")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import difflib
 import os
 import re
@@ -179,6 +180,30 @@ def _literal_token(data: dict[str, Any]) -> bool:
     return isinstance(token, str) and "${env:" not in token
 
 
+def _literal_headers(data: dict[str, Any]) -> list[str]:
+    """A problem for each webhook header whose value the file holds itself rather than
+    a reference to the environment (`${env:VAR}`): every header is kept as a secret (masked
+    in `check-config`), and a token written into the file is in every copy of it. The
+    header is taken out, so the rest validates."""
+    alerts = data.get("alerts")
+    hooks = alerts.get("webhooks") if isinstance(alerts, dict) else None
+    problems = []
+    for i, hook in enumerate(hooks if isinstance(hooks, list) else []):
+        headers = hook.get("headers") if isinstance(hook, dict) else None
+        if not isinstance(headers, dict):
+            continue
+        for name, value in list(headers.items()):
+            if isinstance(value, str) and "${env:" not in value:
+                problems.append(
+                    f"alerts.webhooks.{i}.headers.{name}: a header value is not written into "
+                    "the config file (headers are kept as secrets); put it in an environment "
+                    f"variable and write {name}: ${{env:<VARIABLE>}} (for a token: "
+                    f"{name}: 'Bearer ${{env:<VARIABLE>}}')"
+                )
+                del headers[name]  # validated without it, for the rest
+    return problems
+
+
 def load_config(
     path: str | Path | None = None,
     environ: Mapping[str, str] | None = None,
@@ -210,6 +235,7 @@ def load_config(
                 "(or auth_token: ${env:<VARIABLE>})"
             )
             del _otlp_section(data)["auth_token"]  # validated without it, for the rest
+        misspelt += _literal_headers(data)
         try:
             sources = expand_env_refs(data, env)
         except RecursionError:
@@ -238,8 +264,12 @@ def load_config(
     except ValidationError as exc:
         problems = validation_problems(exc, Config)
         # The checks across sections run only on a file whose sections all validated:
-        # what they would say of this one is added from what can be read.
+        # what they would say of this one is added from what can be read, and from the
+        # file without the keys found wrong (every problem in one run).
         problems += [p for p in _references(data) if p not in problems]
+        context = {"environ": env, "evaluator_check": evaluator_check}
+        later = _without_wrong_keys(data, problems, context, checks, env)
+        problems += [p for p in later if p not in problems]
     else:
         problems = [p for check in checks for p in check(config, env)]
         if not misspelt and not problems:
@@ -247,6 +277,79 @@ def load_config(
     if collector_style:
         problems = [_as_protocols(p) for p in problems]
     raise ConfigError(misspelt + [_blame_env(p, sources) for p in problems])
+
+
+# Passes over a file that did not validate, each without the keys the last found wrong.
+_PASSES = 4
+
+
+def _without_wrong_keys(
+    data: dict[str, Any],
+    problems: list[str],
+    context: dict[str, Any],
+    checks: Sequence[ConfigCheck],
+    env: Mapping[str, str],
+) -> list[str]:
+    """What the checks that need valid sections say of a file that did not validate (a
+    section's checks across its keys, the config checks): validated again without the keys
+    `problems` name (their defaults in their place), until it validates. A problem about a
+    key taken out, or a key under or above one, is left out: it would be about the default
+    in its place, not about what the file says."""
+    trial = copy.deepcopy(data)
+    taken: list[str] = []
+    valued: list[str] = []  # the keys taken out for their value, not for being unknown
+    found: list[str] = []
+    for _ in range(_PASSES):
+        wrong = {p.split(": ", 1)[0]: p for p in problems}
+        wrong = {where: p for where, p in wrong.items() if _remove(trial, where.split("."))}
+        if not wrong:
+            break
+        taken += wrong
+        valued += [
+            w for w, p in wrong.items() if not p.partition(": ")[2].startswith("unknown key")
+        ]
+        try:
+            config = Config.model_validate(trial, context=context)
+        except ValidationError as exc:
+            problems = [p for p in validation_problems(exc, Config) if not _about(p, taken, valued)]
+            found += problems
+            continue
+        found += [p for check in checks for p in check(config, env) if not _about(p, taken, valued)]
+        break
+    return found
+
+
+def _remove(data: Any, path: list[str]) -> bool:
+    """Takes the key at `path` (a problem's `a.b.0.c`) out of `data`; a list entry is
+    emptied of its keys rather than taken out, so the others' indices still name them.
+    Whether there was one."""
+    node = data
+    for n, part in enumerate(path):
+        last = n == len(path) - 1
+        if isinstance(node, dict) and part in node:
+            if last:
+                del node[part]
+                return True
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            if last:
+                return False
+            node = node[int(part)]
+        else:
+            return False
+    return False
+
+
+def _about(problem: str, taken: list[str], valued: list[str]) -> bool:
+    """Whether `problem` is about a key taken out (or one under or above it), or about a
+    section a key was taken out of for its value (its default in place may be what the
+    problem is about: `audit.reference: labels needs labels.http` once a wrong `http` is
+    gone). An unknown key was never read: the rest of its section says what it did."""
+    where = problem.split(": ", 1)[0]
+    section = where.rpartition(".")[0]
+    return any(
+        where == key or where.startswith(key + ".") or key.startswith(where + ".") for key in taken
+    ) or bool(section and any(key.startswith(section + ".") for key in valued))
 
 
 def _references(data: dict[str, Any]) -> list[str]:

@@ -4,6 +4,7 @@ themselves, one class per kind, are in `_rules.py`."""
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -19,6 +20,7 @@ from monitor.config._fields import (
     Endpoint,
     HostPortOrUrl,
     HttpUrl,
+    Refused,
     Seconds,
     Section,
     at_least,
@@ -27,7 +29,7 @@ from monitor.config._fields import (
     http_url,
     is_loopback_host,
 )
-from monitor.config._rule_sections import FALSE_PAGE_EVERY, FalsePageEvery
+from monitor.config._rule_sections import FALSE_PAGE_EVERY, FalsePageEvery, LabelName
 from monitor.config._rules import AlertRule
 
 # The oldest a conversation grows before its verdicts are judged, however busy it is
@@ -119,8 +121,28 @@ DEFAULT_RULES: tuple[dict[str, Any], ...] = (
 )
 
 
+# The severities the shipped routing knows (deploy/alertmanager/alertmanager.yml): `page`
+# reaches on-call, `ticket` the team's queue.
+SEVERITIES = ("page", "ticket")
+
+
+def _unrouted(severity: str, known: list[str]) -> str:
+    """Why `severity` is refused, naming the nearest of `known`."""
+    close = difflib.get_close_matches(severity, known, n=1, cutoff=0.5)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return (
+        f"{severity!r} is not a severity the routing knows ({', '.join(known)}); {hint}the "
+        "shipped Alertmanager config routes page to on-call and ticket to the team's queue, "
+        "and anything else to the fallback receiver; a severity your routing does route goes "
+        "into alerts.severities"
+    )
+
+
 class Alerts(Section):
     rules: list[AlertRule] = []
+    # The `severity` values the routing behind the receivers knows; a rule naming another is
+    # refused (a misspelt one would reach whoever the routing's fallback names).
+    severities: list[LabelName] = list(SEVERITIES)
     # How rarely a rule may page on a service that did not change, per rule and service.
     false_page_every: FalsePageEvery = FALSE_PAGE_EVERY
     fleet: AlertFleet | None = None
@@ -193,6 +215,50 @@ class Alerts(Section):
                     f"rules: {name} is the name of {name.removesuffix(WHERE_SUFFIX)}'s Where "
                     "alert (the alert naming the slice a page's rise is in); rename it"
                 )
+        if problems:
+            raise ValueError("\n".join(problems))
+        return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _severities_written(cls, data: Any) -> Any:
+        """A severity written in a rule (or an SLO row) that the routing does not know is
+        held in its place (`Refused`), so the rule's other problems come with it."""
+        if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
+            return data
+        known = data.get("severities", list(SEVERITIES))
+        if not isinstance(known, list) or not known or not all(isinstance(k, str) for k in known):
+            return data  # `severities`' own check names what is wrong
+
+        def checked(entry: Any) -> Any:
+            severity = entry.get("severity") if isinstance(entry, dict) else None
+            if not isinstance(severity, str) or severity in known:
+                return entry
+            return {**entry, "severity": Refused(severity, _unrouted(severity, known))}
+
+        rules = []
+        for rule in data["rules"]:
+            rule = checked(rule)
+            slo = rule.get("slo") if isinstance(rule, dict) else None
+            if isinstance(slo, dict) and isinstance(slo.get("burn_rates"), list):
+                rows = [checked(row) for row in slo["burn_rates"]]
+                rule = {**rule, "slo": {**slo, "burn_rates": rows}}
+            rules.append(rule)
+        return {**data, "rules": rules}
+
+    @model_validator(mode="after")
+    def _severities_routed(self) -> Alerts:
+        """Each rule's severity (an SLO rule's, each row's) is one the routing knows: those
+        left at their default, and the rules given as objects."""
+        if not self.severities:
+            raise ValueError("severities: empty; list the severity labels your routing knows")
+        problems = []
+        for i, rule in enumerate(self.rules):
+            rows = rule.slo.burn_rates if rule.slo is not None else ()
+            named = [(f"rules.{i}.slo.burn_rates.{k}", row.severity) for k, row in enumerate(rows)]
+            for where, severity in named or [(f"rules.{i}", rule.severity)]:
+                if severity not in self.severities:
+                    problems.append(f"{where}.severity: {_unrouted(severity, self.severities)}")
         if problems:
             raise ValueError("\n".join(problems))
         return self

@@ -17,7 +17,8 @@ A page that shows record text (`/debug/records`) is served only where the operat
 for it: on a loopback address, or behind a web config that asks for credentials (basic
 auth users, or client certificates required). Anything else is refused at start and by
 `check-config` (`check_metrics_port`), and a reloaded web config that would stop asking
-is not taken.
+is not taken. A route added `guarded` (label posts without a token) is behind the web
+config's credentials on every address, loopback included, likewise.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ class HealthServer:
         self._routes: list[tuple[str, Handler, str]] = []
         self._public: set[str] = set()
         self._text: list[str] = []  # routes that show record text
+        self._guarded: list[str] = []  # routes behind the web config on every address
         self._web = WebSecurity(web_config_file, telemetry) if web_config_file else None
         self._rejected = telemetry.counter("http_requests_rejected")
         self._unauthorized = self._rejected.labels("unauthorized")
@@ -90,16 +92,20 @@ class HealthServer:
         *,
         public: bool = False,
         text: bool = False,
+        guarded: bool = False,
         method: str = "GET",
     ) -> None:
         """A GET route (HEAD too), or a route of `method`. Call before `start`. `text`: the
         route shows record text, so it needs a loopback address or credentials (see the
-        module docstring)."""
+        module docstring). `guarded`: the web config's credentials guard it on every
+        address, loopback included (label posts)."""
         self._routes.append((path, handler, method))
         if public:
             self._public.add(path)
         if text:
             self._text.append(path)
+        if guarded:
+            self._guarded.append(path)
 
     async def start(self) -> None:
         if self._text and not is_loopback_host(self._host):
@@ -109,6 +115,15 @@ class HealthServer:
                 raise ConfigError([problem])
             assert self._web is not None
             self._web.keep_asking = self._text[0]
+        if self._guarded:
+            if self._web is None or not asks_for_credentials(self._web.config):
+                raise ConfigError(
+                    [
+                        f"{WEB_CONFIG_KEY}: {self._guarded[0]} needs a web config that asks for "
+                        "credentials (basic_auth_users, or client certificates required)"
+                    ]
+                )
+            self._web.keep_asking = self._web.keep_asking or self._guarded[0]
         app = web.Application(middlewares=[self._guard] if self._web is not None else [])
         for path, handler, method in self._routes:
             if method == "GET":
@@ -325,8 +340,8 @@ class WebSecurity:
         self._reloads = telemetry.counter("web_config_reloads")
         self._problems = RateLimitedLog(log)
         self._loaded = self._load(self._stamp_of(None))
-        # A route showing record text on a public address: a reload that would stop
-        # asking for credentials is refused.
+        # A route showing record text on a public address, or one guarded on every address
+        # (label posts): a reload that would stop asking for credentials is refused.
         self.keep_asking: str | None = None
         self._failed_stamp: tuple[tuple[str, int, int, int], ...] | None = None
         # sha256(user, password, hash) of recently verified credentials: bcrypt runs once

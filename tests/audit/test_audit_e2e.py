@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -48,6 +49,12 @@ def _audited(records: list[RagRecord]) -> list[str]:
     return [r.request_id for r in records if sampling_position(r.sampling_key) < SHARE]
 
 
+# The bearer token label senders present (labels need a credential on loopback too).
+LABEL_TOKEN_ENV = "RAG_MONITOR_TEST_E2E_LABEL_TOKEN"
+LABEL_TOKEN = "e2e-label-token-0123456789"
+BEARER = {"Authorization": f"Bearer {LABEL_TOKEN}"}
+
+
 def _config(audit: dict[str, Any], evaluators: list[dict[str, Any]], **more: Any) -> Config:
     return Config.model_validate(
         {
@@ -57,19 +64,24 @@ def _config(audit: dict[str, Any], evaluators: list[dict[str, Any]], **more: Any
             "evaluators": evaluators,
             "audit": {"share": SHARE, "min_audited": 2, **audit},
             **more,
-        }
+        },
+        context={"environ": {**os.environ, LABEL_TOKEN_ENV: LABEL_TOKEN}},
     )
 
 
-def _labelled(**more: Any) -> Config:
-    """The detector audited by labels posted to the metrics port."""
-    audit = {"evaluator": "local_groundedness", "reference": "labels", "labels": {"http": True}}
+def _labelled(token: bool = True, **more: Any) -> Config:
+    """The detector audited by labels posted to the metrics port, by senders presenting
+    the bearer token `LABEL_TOKEN` (`token`; else no token is named)."""
+    labels: dict[str, Any] = {"http": True}
+    if token:
+        labels["token_env"] = LABEL_TOKEN_ENV
+    audit = {"evaluator": "local_groundedness", "reference": "labels", "labels": labels}
     return _config(audit, [{"name": "local_groundedness"}], **more)
 
 
 def _http(port: int, path: str, body: Any = None) -> Any:
     data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data)
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, headers=BEARER)
     with urllib.request.urlopen(request, timeout=30) as response:
         text = response.read().decode()
     return text if path == "/metrics" else json.loads(text)
@@ -164,7 +176,9 @@ async def test_labels_posted_to_the_endpoint_join_their_records() -> None:
 
 def _post_raw(port: int, body: bytes) -> tuple[int, Any]:
     """POST `body` as is to the label endpoint: the status and the JSON answer."""
-    request = urllib.request.Request(f"http://127.0.0.1:{port}/audit/labels", data=body)
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/audit/labels", data=body, headers=BEARER
+    )
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             return response.status, json.loads(response.read())

@@ -4,6 +4,7 @@ keeps the file within what the reader takes."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from pathlib import Path
@@ -201,3 +202,45 @@ async def test_the_writer_keeps_the_file_within_what_the_reader_takes(tmp_path: 
     restored = await kept.restore(clock(), 3600, bucket - BUCKETS + 1, bucket)
     assert list(restored.pending) == list(pending)[int(left_out) :]  # the newest, in order
     assert restored.dropped == {}
+
+
+async def test_entries_arriving_during_a_save_are_not_counted_over_size(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A state far below the bound, with open traces and awaiting records arriving while the
+    save runs (between its slices): nothing is left out, nothing counted or logged as over
+    size; what arrived is the next save's."""
+    clock, path = Clock(), tmp_path / "alerts.state.audit"
+    t = create_telemetry()
+    bucket = int(clock() // (3600 / BUCKETS))
+    where = tuple([""] * len(DIMENSIONS))
+    pending, traces = Awaiting(), OpenTraces()
+    for i in range(200):
+        pending.put(f"p{i}", Pending("shop", bucket, True, where, f"t{i}"), 10_000)
+        traces.put(
+            ("shop", f"{i:032x}"), OpenTrace(bucket, {(True, "", ""): Trace(2, 1, 1)}), 10_000
+        )
+    kept = KeptState(
+        StateFile(str(path), t, FORMAT),
+        t,
+        Pair(DETECTOR, JUDGE),
+        max_pending=10_000,
+        service_name=t.service_cap,
+        max_bytes=MAX_FILE_BYTES,
+    )
+
+    async def arriving() -> None:
+        for n in range(40):  # a burst at each of the save's returns to the loop
+            for i in range(50):
+                pending.put(f"late{n}-{i}", Pending("shop", bucket, True, where, "x"), 10_000)
+                key = ("shop", f"late{n}-{i}")
+                traces.put(key, OpenTrace(bucket, {(True, "", ""): Trace(2, 1, 1)}), 10_000)
+            await asyncio.sleep(0)
+
+    with caplog.at_level(logging.ERROR):
+        await asyncio.gather(kept.save(clock(), {}, pending, traces), arriving())
+    assert len(traces) > 200 and len(pending) > 200  # they did arrive during the save
+    assert path.stat().st_size < MAX_FILE_BYTES // 10
+    assert _count(t, "audit_state_dropped", part="traces_over_size") == 0
+    assert _count(t, "audit_state_dropped", part="pending_over_size") == 0
+    assert "left out of the file" not in caplog.text

@@ -20,11 +20,19 @@ import pytest
 from monitor.cli.check_config import check_config
 from monitor.config import ConfigError
 from monitor.service import Service
-from tests.audit.test_audit_e2e import _audited, _config, _evaluated, _labelled, _records
+from tests.audit.test_audit_e2e import (
+    LABEL_TOKEN,
+    _audited,
+    _config,
+    _evaluated,
+    _labelled,
+    _records,
+)
 
 TOKEN_ENV = "RAG_MONITOR_TEST_LABEL_TOKEN"
 TOKEN = "s3cret-label-token"
 OPEN = "audit.labels.http: POST /audit/labels sets the audited estimate"
+BEARER = f"Bearer {LABEL_TOKEN}"
 
 
 def _call(
@@ -117,7 +125,8 @@ async def test_labels_behind_the_web_configs_basic_auth(tmp_path: Path) -> None:
     web = tmp_path / "web.yml"
     web.write_text(f"basic_auth_users: {{labeller: '{hashed}'}}\n")
     prometheus = {"endpoint": "0.0.0.0:0", "web_config_file": str(web)}
-    service = Service(_labelled(exporters={"prometheus": prometheus}), with_receivers=False)
+    config = _labelled(token=False, exporters={"prometheus": prometheus})
+    service = Service(config, with_receivers=False)
     await service.start()
     try:
         assert service.http is not None and service.http.bound_port is not None
@@ -134,8 +143,10 @@ async def test_labels_behind_the_web_configs_basic_auth(tmp_path: Path) -> None:
 
 
 @pytest.mark.asyncio
-async def test_run_refuses_labels_from_anyone_on_a_public_address() -> None:
-    config = _labelled(exporters={"prometheus": {"endpoint": "0.0.0.0:0"}})
+@pytest.mark.parametrize("endpoint", ["0.0.0.0:0", "127.0.0.1:0", "[::1]:0"])
+async def test_run_refuses_labels_from_anyone_on_any_address(endpoint: str) -> None:
+    """Loopback included: a sidecar's loopback is shared by every container of its pod."""
+    config = _labelled(token=False, exporters={"prometheus": {"endpoint": endpoint}})
     with pytest.raises(ConfigError) as raised:
         Service(config, with_receivers=False)
     assert len(raised.value.problems) == 1 and raised.value.problems[0].startswith(OPEN)
@@ -155,7 +166,7 @@ audit:
     [
         ("", None, {}, OPEN),  # the default endpoint, 0.0.0.0:9464
         ("", "10.1.2.3:9464", {}, OPEN),
-        ("", "127.0.0.1:9464", {}, None),
+        ("", "127.0.0.1:9464", {}, OPEN),  # loopback is no credential
         (f", token_env: {TOKEN_ENV}", None, {TOKEN_ENV: TOKEN}, None),
         (f", token_env: {TOKEN_ENV}", None, {}, "audit.labels.token_env: "),
         (", token: written-here", None, {}, "audit.labels.token: "),  # not a key
@@ -208,13 +219,98 @@ async def test_a_body_of_any_depth_is_a_400_with_the_reason(body: bytes, reason:
     try:
         assert service.http is not None and service.http.bound_port is not None
         port = service.http.bound_port
-        status, answer = await _ask(port, "/audit/labels", body)
+        status, answer = await _ask(port, "/audit/labels", body, BEARER)
         assert status == 400 and answer["error"].startswith("body is"), answer
         assert _refused(service, reason) == 1
         deep_label = [{"request_id": "a", "label": [[[["x"]]]]}]
-        status, answer = await _ask(port, "/audit/labels", deep_label)
+        status, answer = await _ask(port, "/audit/labels", deep_label, BEARER)
         assert status == 200 and answer["refused"][0]["error"].endswith("got list")
-        status, answer = await _ask(port, "/audit/labels", b"[]")
+        status, answer = await _ask(port, "/audit/labels", b"[]", BEARER)
         assert (status, answer) == (200, {"joined": 0, "refused": []})
+    finally:
+        await service.shutdown(30)
+
+
+@pytest.mark.asyncio
+async def test_on_loopback_labels_and_awaiting_ids_need_the_token() -> None:
+    """A sender on the same host (another container of the pod) posts nothing and sees no
+    awaiting id without the token; with it, both."""
+    records = _records(24)
+    audited = _audited(records)
+    service = Service(_labelled(), with_receivers=False)  # 127.0.0.1, a token named
+    await service.start()
+    try:
+        port = await _evaluated(service, records)
+        status, page = await _ask(port, "/audit")
+        assert status == 200 and page["awaiting_labels"] is None
+        assert page["awaiting_labels_withheld"]
+        labels = [{"request_id": rid, "label": "fail"} for rid in audited]
+        status, _ = await _ask(port, "/audit/labels", labels)
+        assert status == 401 and _refused(service, "no_credential") == 1
+        _, page = await _ask(port, "/audit", authorization=BEARER)
+        assert sorted(page["awaiting_labels"]) == sorted(audited)
+        status, answer = await _ask(port, "/audit/labels", labels, BEARER)
+        assert (status, answer) == (200, {"joined": len(audited), "refused": []})
+    finally:
+        await service.shutdown(30)
+
+
+@pytest.mark.asyncio
+async def test_awaiting_ids_stay_behind_the_guard_with_a_labels_file(tmp_path: Path) -> None:
+    """Labels from a file, no label endpoint: `GET /audit` on loopback still lists the
+    awaiting ids only to the token `audit.labels.token_env` names."""
+    records = _records(24)
+    audited = _audited(records)
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("")
+    audit = {
+        "evaluator": "local_groundedness",
+        "reference": "labels",
+        "labels": {"file": str(labels)},
+    }
+    service = Service(_config(audit, [{"name": "local_groundedness"}]), with_receivers=False)
+    await service.start()
+    try:
+        port = await _evaluated(service, records)
+        _, page = await _ask(port, "/audit")
+        assert page["awaiting_labels"] is None and page["pending_labels"] == len(audited)
+    finally:
+        await service.shutdown(30)
+    audit["labels"] = {"file": str(labels), "token_env": "RAG_MONITOR_TEST_E2E_LABEL_TOKEN"}
+    service = Service(_config(audit, [{"name": "local_groundedness"}]), with_receivers=False)
+    await service.start()
+    try:
+        port = await _evaluated(service, records)
+        _, page = await _ask(port, "/audit")
+        assert page["awaiting_labels"] is None
+        _, page = await _ask(port, "/audit", authorization=BEARER)
+        assert sorted(page["awaiting_labels"]) == sorted(audited)
+    finally:
+        await service.shutdown(30)
+
+
+@pytest.mark.asyncio
+async def test_on_loopback_the_web_config_guards_labels_and_keeps_asking(tmp_path: Path) -> None:
+    """No token, a web config with basic-auth users, on 127.0.0.1: a post without the
+    user's credentials is a 401; a reloaded web config that stops asking is not taken (the
+    post is still refused)."""
+    hashed = bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()
+    web = tmp_path / "web.yml"
+    web.write_text(f"basic_auth_users: {{labeller: '{hashed}'}}\n")
+    prometheus = {"endpoint": "127.0.0.1:0", "web_config_file": str(web)}
+    config = _labelled(token=False, exporters={"prometheus": prometheus})
+    service = Service(config, with_receivers=False)
+    await service.start()
+    try:
+        assert service.http is not None and service.http.bound_port is not None
+        port = service.http.bound_port
+        status, _ = await _ask(port, "/audit/labels", [])
+        assert status == 401
+        basic = "Basic " + base64.b64encode(b"labeller:pw").decode()
+        status, answer = await _ask(port, "/audit/labels", [], basic)
+        assert (status, answer) == (200, {"joined": 0, "refused": []})
+        web.write_text("# asks for nothing now, a file of another size\n")
+        status, _ = await _ask(port, "/audit/labels", [])
+        assert status == 401
     finally:
         await service.shutdown(30)

@@ -205,6 +205,7 @@ GOOD: dict[str, Any] = {
                 },
             },
         ],
+        "severities": ["page", "ticket"],
         "false_page_every": "90d",
         "fleet": {
             "prometheus_url": "http://prometheus:9090",
@@ -499,6 +500,8 @@ TABLE: dict[str, list[Any]] = {
     "alerts.rules.3.slo.burn_rates.0.short": [*NOT_A_DURATION, "1h", "2h"],
     "alerts.rules.3.slo.burn_rates.0.severity": [*NOT_TEXT, "two words", "x" * 129],
     "alerts.false_page_every": [*NOT_A_DURATION, "1ns", "1ms", "0.5s", "1s", "59m"],
+    # The good file's rules name both (a row of its SLO rule is a ticket).
+    "alerts.severities": ["page", [], [1], ["two words"], ["page"]],
     "alerts.fleet.prometheus_url": NOT_A_URL,
     "alerts.fleet.selector": ["job=rag-monitor", 'job="a"}', '{job="a"}', 'job="a" or up'],
     "alerts.fleet.query_interval_s": [*NOT_SECONDS, 0, 0.1, 301],
@@ -626,7 +629,9 @@ EXCLUDES = {
 # Sections the good file leaves out for a key it sets (webhooks are refused with a fleet),
 # put in with the keys under them.
 ADDS = {
-    "alerts.webhooks": [{"url": "https://hooks.example/page", "headers": {"X-Key": "k"}}],
+    "alerts.webhooks": [
+        {"url": "https://hooks.example/page", "headers": {"X-Key": "${env:JUDGE_KEY}"}}
+    ],
     # A next revision in place of the previous one, with its values.
     **{f"evaluators.{i}.next": GOOD["evaluators"][i]["previous"] for i in (0, 2, 3, 4)},
 }

@@ -218,3 +218,33 @@ async def test_a_body_nested_past_any_page_is_refused_in_one_line() -> None:
         code, out, err = await _explain(url)
     _one_line(code, out, err, "nested")
     assert TRACES_PATH + KEPT in err
+
+
+async def test_a_redirect_to_another_port_is_refused_never_followed() -> None:
+    """The page, then a kept trace, answered by a redirect to another port (that serves a
+    good page): neither is followed; one line says where it pointed."""
+    served: list[str] = []
+
+    async def good(request: web.Request) -> web.Response:
+        served.append(request.path)
+        return web.json_response(_page())
+
+    async def trace(request: web.Request) -> web.Response:
+        served.append(request.path)
+        return web.Response(body=_trace(), content_type="application/json")
+
+    async with _port([(PATH, good), (TRACES_PATH + "{trace_id}", trace)]) as other:
+
+        async def away(request: web.Request) -> web.Response:
+            raise web.HTTPFound(other + request.path)
+
+        async def page(request: web.Request) -> web.Response:
+            return web.json_response(_page())
+
+        async with _port([(PATH, away)]) as url:
+            code, out, err = await _explain(url)
+        _one_line(code, out, err, f"a redirect to {other}{PATH}; not followed")
+        async with _port([(PATH, page), (TRACES_PATH + "{trace_id}", away)]) as url:
+            code, out, err = await _explain(url)
+        _one_line(code, out, err, f"a redirect to {other}{TRACES_PATH}{KEPT}; not followed")
+    assert served == []  # the other port was never asked

@@ -39,14 +39,20 @@ def other_revisions(
         other_entry = other.entry(entry)
         other_revision = revision(other_entry, config.judge)
         if other.until_s <= now:
-            log.info(
+            # A shadow past its time wants the operator (switch, or remove it): a warning.
+            # check-config refuses one; a restart after `until` runs on without it.
+            (log.warning if shadow else log.info)(
                 "evaluators: %s's %s revision %s is not scored: its time ended at %s "
-                "(evaluators[].%s.until); the key may go",
+                "(evaluators[].%s.until); %s",
                 entry.name,
                 role,
                 other_revision,
                 other.until,
                 role,
+                "it scores in shadow no more: switch (move its keys into the entry), set a "
+                "time ahead, or remove it"
+                if shadow
+                else "the key may go",
             )
             continue
         log.info(
