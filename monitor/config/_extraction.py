@@ -36,6 +36,14 @@ SHIPPED_CONVENTIONS = frozenset(
         "dotnet-genai",
         "java-genai",
         "genai",
+        "openai",
+        "anthropic",
+        "bedrock-converse",
+        "gemini",
+        "cohere",
+        "llamaindex",
+        "koog",
+        "litellm",
     }
 )
 

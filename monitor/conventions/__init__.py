@@ -33,6 +33,22 @@ from monitor.conventions._entry import (
     Kind,
     Source,
 )
+from monitor.conventions._parts import (
+    BLOB,
+    DOCUMENT,
+    FILE,
+    GENERIC,
+    PART_KINDS,
+    PART_TYPE_MEMBERS,
+    REASONING,
+    SERVER_TOOL_CALL,
+    SERVER_TOOL_CALL_RESPONSE,
+    TEXT_PART,
+    TOOL_CALL,
+    TOOL_CALL_RESPONSE,
+    URI,
+    PartShape,
+)
 from monitor.conventions._log_records import (
     LOG_EVENTS,
     LOG_LINE_EVENTS,
@@ -42,6 +58,20 @@ from monitor.conventions._log_records import (
 from monitor.conventions._shipped import SHIPPED
 
 __all__ = [
+    "BLOB",
+    "DOCUMENT",
+    "FILE",
+    "GENERIC",
+    "PART_KINDS",
+    "PART_TYPE_MEMBERS",
+    "REASONING",
+    "SERVER_TOOL_CALL",
+    "SERVER_TOOL_CALL_RESPONSE",
+    "TEXT_PART",
+    "TOOL_CALL",
+    "TOOL_CALL_RESPONSE",
+    "URI",
+    "PartShape",
     "CONTAINER",
     "EMBEDDINGS",
     "ENCODINGS",

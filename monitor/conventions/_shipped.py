@@ -28,6 +28,16 @@ from monitor.conventions._entry import (
     Source,
 )
 from monitor.conventions._operations import GENAI_OPERATIONS, MODEL_OPERATIONS, SK_OPERATIONS
+from monitor.conventions._shipped_parts import (
+    ANTHROPIC_PARTS,
+    BEDROCK_PARTS,
+    COHERE_PARTS,
+    GEMINI_PARTS,
+    GENAI_PARTS,
+    LLAMAINDEX_PARTS,
+    OPENAI_PARTS,
+    VERCEL_AI_PARTS,
+)
 
 
 def _s(*keys: str, encoding: str = TEXT, undeclared: bool = False) -> tuple[Source, ...]:
@@ -101,6 +111,7 @@ SHIPPED: tuple[Convention, ...] = (
             ),
         ),
         marks=("ai.operationId",),
+        part_shapes=VERCEL_AI_PARTS,
         switch="the Vercel AI SDK records the prompt and the answer only with "
         "experimental_telemetry: {isEnabled: true} and recordInputs / recordOutputs not "
         "false, on every generateText / streamText call",
@@ -456,6 +467,9 @@ SHIPPED: tuple[Convention, ...] = (
         ),
         marks=("gen_ai.",),
         switch=_GENAI_SWITCH,
+        part_shapes=GENAI_PARTS,
+        # What instrumentations write where they withhold a message's content.
+        placeholders=("<redacted>", "[redacted]", "<elided>", "<hidden>", "[hidden]"),
         signs=("gen_ai.request.", "gen_ai.response.", "gen_ai.usage."),
         detail_events=frozenset({"gen_ai.client.inference.operation.details"}),
         event_bodies=_EVENT_BODIES,
@@ -496,5 +510,29 @@ SHIPPED: tuple[Convention, ...] = (
             Source("content", event="gen_ai.tool.message"),
         ),
         conversation=_s("gen_ai.conversation.id"),
+    ),
+    # Message formats, not tracing conventions: each provider's or framework's native
+    # message parts, as the instrumentations above record them in a call's messages.
+    Convention("openai", part_shapes=OPENAI_PARTS),
+    Convention("anthropic", part_shapes=ANTHROPIC_PARTS),
+    Convention("bedrock-converse", part_shapes=BEDROCK_PARTS),
+    Convention("gemini", part_shapes=GEMINI_PARTS),
+    Convention("cohere", part_shapes=COHERE_PARTS),
+    Convention("llamaindex", part_shapes=LLAMAINDEX_PARTS),
+    # JetBrains Koog writes GenAI spans; with content capture off it writes this in place
+    # of every message's content.
+    Convention("koog", placeholders=("HIDDEN:",)),
+    Convention(
+        # LiteLLM's OpenTelemetry callback: its own request spans, or (without
+        # USE_OTEL_LITELLM_REQUEST_SPAN) attributes written onto the app's current span.
+        "litellm",
+        marks=("hidden_params",),
+        marked_names=("litellm_request", "raw_gen_ai_request"),
+        switch="LiteLLM's OpenTelemetry callback records messages unless "
+        "litellm.turn_off_message_logging (or the request's no-log metadata) is set",
+        lost_call="LiteLLM's callback writes onto the app's span from its own thread once "
+        "the call returns: end that span only once the call's tracing is done, or set "
+        "USE_OTEL_LITELLM_REQUEST_SPAN=true so the call is a span of its own, joined within "
+        "trace_assembly.late_spans_wait_s",
     ),
 )

@@ -25,6 +25,7 @@ from monitor.conventions import (
     TOOL,
     Convention,
     Kind,
+    PartShape,
     Source,
     log_events_of,
 )
@@ -117,6 +118,19 @@ class Table:
         self.detail_events = frozenset(e for c in conventions for e in c.detail_events)
         self.log_events = log_events_of(conventions)
         self.placeholders = frozenset(m for c in conventions for m in c.model_placeholders)
+        # Native message parts by their type value and by the key of a keyed block, each
+        # with its shapes in table order (the user's first).
+        self.part_types: dict[str, tuple[PartShape, ...]] = {}
+        self.part_keys: dict[str, tuple[PartShape, ...]] = {}
+        for shape in (s for c in conventions for s in c.part_shapes):
+            for value in shape.types:
+                self.part_types[value] = (*self.part_types.get(value, ()), shape)
+            if shape.key is not None:
+                self.part_keys[shape.key] = (*self.part_keys.get(shape.key, ()), shape)
+        # What stands where content was withheld: exact values and prefixes (ending `:`).
+        marks = [p.casefold() for c in conventions for p in c.placeholders]
+        self.content_placeholders = frozenset(m for m in marks if not m.endswith(":"))
+        self.placeholder_prefixes = tuple(m for m in marks if m.endswith(":"))
         # The conversation's sources in table order: the user's first, whatever declared
         # a span's role.
         self.conversation = tuple(s for c in conventions for s in c.conversation)
