@@ -36,6 +36,7 @@ SHIPPED_CONVENTIONS = frozenset(
         "dotnet-genai",
         "java-genai",
         "genai",
+        "spring-ai 2.x",
         "openai",
         "anthropic",
         "bedrock-converse",

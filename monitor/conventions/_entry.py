@@ -144,9 +144,9 @@ class Convention:
     when it cannot tell the model; `part_shapes`: its native message parts and which GenAI
     part each is (`_parts.py`); `placeholders`: what it writes where content was withheld
     (`HIDDEN:non-empty`): never content (a value ending in `:` is a prefix, compared
-    case-insensitively); `lost_call`: what to do when a trace carries its marks but no span
-    of its model call (a call it traced after the app's span ended). The rest say where
-    each part is."""
+    case-insensitively); `advice`: what to do, by the cause a trace that carries its marks
+    is given (`monitor/extraction/_diagnosis.py`: `lone_root`, `hosted_retrieval`), added
+    to the cause's own text. The rest say where each part is."""
 
     name: str
     standard: bool = False
@@ -169,7 +169,7 @@ class Convention:
     model_placeholders: frozenset[str] = frozenset()
     part_shapes: tuple[PartShape, ...] = ()
     placeholders: tuple[str, ...] = ()
-    lost_call: str = ""
+    advice: Mapping[str, str] = field(default_factory=dict)
     model_input: tuple[Source, ...] = ()  # the messages a model call was sent
     system: tuple[Source, ...] = ()  # its system instructions, apart from its messages
     model_output: tuple[Source, ...] = ()  # the text it returned

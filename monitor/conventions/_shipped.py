@@ -138,6 +138,25 @@ SHIPPED: tuple[Convention, ...] = (
         request_output=_s("mastra.{mastra.span.type}.output", encoding=JSON),
     ),
     Convention(
+        # Spring AI 2.x: its chat client runs the Tool Calling Advisor in every call (1.x
+        # only when the app adds a ToolCallAdvisor). On Spring Boot 4 its observation
+        # auto-configuration looks for the Tracer bean before Boot defines it and declares
+        # no content handler, so the switches alone log nothing (spring-ai issue 5641, open
+        # in 2.0.1). Only names the stack and its switch: the spring-ai entry reads it.
+        "spring-ai 2.x",
+        marked_values={"spring.ai.advisor.name": frozenset({"Tool Calling Advisor"})},
+        switch="on Spring AI 2.x with Spring Boot 4, the spring.ai.*.observations.log-prompt / "
+        "log-completion / log-query-response switches alone log nothing: Spring AI's "
+        "observation auto-configuration looks for the Tracer before Boot 4 defines it and "
+        "declares no content handler (spring-ai issue 5641). Declare the five handlers as "
+        "beans, each a TracingAwareLoggingObservationHandler given the Tracer, around "
+        "ChatModelPromptContentObservationHandler, ChatModelCompletionObservationHandler, "
+        "ChatClientPromptContentObservationHandler, ChatClientCompletionObservationHandler "
+        "and VectorStoreQueryResponseObservationHandler (the README's 'Tracing your app' "
+        "shows them), with the logs exported over OTLP to the monitor (an OTel log "
+        "appender)",
+    ),
+    Convention(
         "spring-ai",
         kinds=(
             Kind(
@@ -513,7 +532,17 @@ SHIPPED: tuple[Convention, ...] = (
     ),
     # Message formats, not tracing conventions: each provider's or framework's native
     # message parts, as the instrumentations above record them in a call's messages.
-    Convention("openai", part_shapes=OPENAI_PARTS),
+    Convention(
+        "openai",
+        part_shapes=OPENAI_PARTS,
+        marked_values={"gen_ai.system": frozenset({"openai"})},
+        advice={
+            "hosted_retrieval": "the OpenAI Responses API's file_search: OpenLLMetry's "
+            "instrumentation drops the file_search_call results, and "
+            "opentelemetry-instrumentation-openai-v2 does not trace the Responses API; the "
+            'API returns them with include=["file_search_call.results"]'
+        },
+    ),
     Convention("anthropic", part_shapes=ANTHROPIC_PARTS),
     Convention("bedrock-converse", part_shapes=BEDROCK_PARTS),
     Convention("gemini", part_shapes=GEMINI_PARTS),
@@ -530,9 +559,11 @@ SHIPPED: tuple[Convention, ...] = (
         marked_names=("litellm_request", "raw_gen_ai_request"),
         switch="LiteLLM's OpenTelemetry callback records messages unless "
         "litellm.turn_off_message_logging (or the request's no-log metadata) is set",
-        lost_call="LiteLLM's callback writes onto the app's span from its own thread once "
-        "the call returns: end that span only once the call's tracing is done, or set "
-        "USE_OTEL_LITELLM_REQUEST_SPAN=true so the call is a span of its own, joined within "
-        "trace_assembly.late_spans_wait_s",
+        advice={
+            "lone_root": "LiteLLM's callback writes onto the app's span from its own thread "
+            "once the call returns: end that span only once the call's tracing is done, or "
+            "set USE_OTEL_LITELLM_REQUEST_SPAN=true so the call is a span of its own, joined "
+            "within trace_assembly.late_spans_wait_s"
+        },
     ),
 )

@@ -14,7 +14,7 @@ a few substring searches."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, overload
 
 from monitor.conventions import DOCUMENT
 from monitor.extraction._decoding import loads
@@ -22,7 +22,9 @@ from monitor.extraction._messages import (
     PART_DEPTH,
     Doc,
     Generic,
+    Part,
     documents_of,
+    read_messages,
     read_part,
     type_of,
 )
@@ -147,3 +149,29 @@ def span_documents(span: Span) -> list[Doc]:
             if not is_absent(value):
                 docs += message_documents(value)
     return docs
+
+
+def _values(span: Span, where: str) -> list[Any]:
+    """The raw values of a call's messages (`model_input` or `model_output`): the first of
+    the span's attributes a convention names that it carries, and its events'."""
+    a = span.attributes
+    values = [v for s in sources(span, where) if not is_absent(v := raw(s, a))][:1]
+    for event_sources, fields in content_events(span, where):
+        for source, _ in event_sources:
+            value = raw(source, fields)
+            if not is_absent(value):
+                values.append(value)
+    return values
+
+
+@overload
+def span_parts(span: Span, where: str, raw_values: Literal[True]) -> list[Any]: ...
+@overload
+def span_parts(span: Span, where: str, raw_values: Literal[False] = False) -> list[Part]: ...
+def span_parts(span: Span, where: str, raw_values: bool = False) -> list[Any]:
+    """For the diagnosis: the parts of a call's messages on the model (or, `raw_values`,
+    the values they are read from)."""
+    values = _values(span, where)
+    if raw_values:
+        return values
+    return [part for value in values for m in read_messages(value) for part in m.parts]
