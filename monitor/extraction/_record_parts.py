@@ -9,6 +9,7 @@ from typing import Any
 
 from monitor.extraction._doubt import context_doubts
 from monitor.extraction._instrumentations import instrumentation_of
+from monitor.extraction._messages import is_placeholder, parts_text, type_of
 from monitor.extraction._prompt_documents import documents_from_prompt, question_in
 from monitor.extraction._prompt_layouts import framework_documents
 from monitor.extraction._request_spans import (
@@ -253,6 +254,24 @@ def _placeholder(request: Span, question: str | None, answer: Generation | None)
     return said not in returned and returned not in said
 
 
+def _answer_text(response: str | None) -> str | None:
+    """An answer that is a provider's content blocks as JSON (every item a part of a shape
+    the table names: a citations block, text blocks) read for their text; any other
+    answer as it is (an app's own JSON answer stays)."""
+    if response is None or response.lstrip()[:1] not in ("[", "{"):
+        return response
+    parsed = loads(response)
+    items = parsed if isinstance(parsed, list) else [parsed]
+    table = current().table
+    if not items or not all(
+        isinstance(i, dict)
+        and ((t := type_of(i)) is not None and t in table.part_types or any(k in table.part_keys for k in i))
+        for i in items
+    ):
+        return response
+    return parts_text(items) or response
+
+
 def _history(answer: Generation | None) -> list[dict[str, str]]:
     if answer is None:
         return []
@@ -307,6 +326,11 @@ def build_record(
             response = container_output(request)
     if response is None:
         response = answer.output if answer is not None and answer.output else top.chain_response
+    # What stands where content was withheld is no content; a provider's content blocks
+    # handed back as the answer (a citations block) are read for their text.
+    query = None if is_placeholder(query) else query
+    response = None if is_placeholder(response) else _answer_text(response)
+    docs = [d for d in docs if not is_placeholder(d.content)]
     metadata = {"span_name": span.name}
     if request is not None:
         metadata["request_span_name"] = request.name

@@ -12,7 +12,13 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.config import AttributeSource, EventSource, MessageSource, UserConvention
+from monitor.config import (
+    AttributeSource,
+    ConventionPart,
+    EventSource,
+    MessageSource,
+    UserConvention,
+)
 from monitor.conventions import (
     CONTAINER,
     EMBEDDINGS,
@@ -56,6 +62,23 @@ def _sources(entries: Sequence[AttributeSource]) -> tuple[Source, ...]:
     return tuple(_source(e) for e in entries)
 
 
+def _part_shape(entry: ConventionPart) -> PartShape:
+    return PartShape(
+        entry.kind,
+        frozenset(entry.types),
+        entry.key,
+        text=tuple(entry.text),
+        name=tuple(entry.name),
+        title=tuple(entry.title),
+        id=tuple(entry.id),
+        data=tuple(entry.data),
+        mime_type=tuple(entry.mime_type),
+        uri=tuple(entry.uri),
+        file_id=tuple(entry.file_id),
+        modality=entry.modality,
+    )
+
+
 def from_config(entries: Sequence[UserConvention]) -> tuple[Convention, ...]:
     """The user's conventions (`extraction.conventions`) as table entries. `input` is a
     request's question, a model call's messages and a retrieval's query; `output` a
@@ -94,6 +117,8 @@ def from_config(entries: Sequence[UserConvention]) -> tuple[Convention, ...]:
                 tool_result=_sources(entry.output),
                 conversation=_sources(entry.conversation),
                 event_bodies=tuple(entry.event_bodies),
+                part_shapes=tuple(_part_shape(p) for p in entry.parts),
+                placeholders=tuple(entry.placeholders),
             )
         )
     return tuple(out)
