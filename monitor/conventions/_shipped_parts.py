@@ -40,7 +40,14 @@ GENAI_PARTS: tuple[PartShape, ...] = (
         id=("id",),
         response=("server_tool_call_response",),
     ),
-    shape(BLOB, "blob", data=("content",), mime_type=("mime_type",), modality_at=("modality",)),
+    shape(
+        BLOB,
+        "blob",
+        data=("content",),
+        mime_type=("mime_type",),
+        modality_at=("modality",),
+        name=("name", "filename"),
+    ),
     shape(
         FILE,
         "file",

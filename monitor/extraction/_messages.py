@@ -326,7 +326,7 @@ def _build(
     if kind == TEXT_PART:
         return Text(text) if text is not None else None
     if kind == REASONING:
-        return Reasoning(text)
+        return Reasoning(text) if text is not None else None
     if kind == TOOL_CALL:
         return ToolCall(_name(body, shape.id), _name(body, shape.name), _first(body, shape.arguments))
     if kind == TOOL_CALL_RESPONSE:
@@ -350,8 +350,10 @@ def _build(
         return Generic(generic, body, text, name, title, modality)
     # a media part: bytes, else a URI, else a file id; its text when it has one
     mime = _name(body, shape.mime_type)
-    modality = shape.modality or modality_at or _modality(mime)
     data = _first(body, shape.data) if shape.data else None
+    if mime is None and isinstance(data, str) and data.startswith("data:"):
+        mime = data[5:].partition(",")[0].partition(";")[0] or None  # a data URL's type
+    modality = shape.modality or modality_at or _modality(mime)
     raw, decoded = decoded_text(data) if data is not None else (None, None)
     if _binary(mime):
         decoded = None  # a PDF's or an image's bytes, whatever they happen to decode as
@@ -363,11 +365,15 @@ def _build(
     if uri is not None:
         return Uri(mime, modality, uri, text, name, title)
     file_id = _name(body, shape.file_id)
-    if file_id is not None or kind == FILE or text is not None:
+    if file_id is not None or text is not None:
         return File(mime, modality, file_id, text, name, title)
-    if kind == URI or data is not None:
-        return Uri(mime, modality, None, text, name, title)
-    return Blob(mime, modality, None, None, name, title) if kind == BLOB else None
+    if data is None and mime is None:
+        return None  # none of this shape's fields: another shape's part
+    if kind == FILE:
+        return File(mime, modality, None, None, name, title)
+    if kind == URI:
+        return Uri(mime, modality, None, None, name, title)
+    return Blob(mime, modality, None, None, name, title)
 
 
 def _results(shape: PartShape, body: dict[str, Any]) -> tuple[Doc, ...]:
