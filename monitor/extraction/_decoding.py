@@ -21,7 +21,7 @@ def loads(value: Any) -> Any:
         return value
     stripped = value.lstrip()
     if stripped[:1] == '"' and stripped.rstrip().endswith('"') and len(stripped) > 1:
-        try:  # a JSON string (Genkit's genkit:input of a flow called with text)
+        try:  # a JSON string (an SDK that JSON-encodes every value)
             text = json.loads(stripped)
         except ValueError:
             return value

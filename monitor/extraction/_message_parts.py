@@ -128,7 +128,7 @@ def span_documents(span: Span) -> list[Doc]:
     """The documents by kind a model call span's messages hold: in the first of the
     conventions' `model_input` sources the span carries a value of, and in its output (a
     hosted search's results are part of the response): the first `model_output` source's
-    value, else the request output a framework wrote on it (OpenInference's `output.value`
+    value, else the request output a framework wrote on it (a request output
     holding a Responses API response); else in the messages of its events."""
     a = span.attributes
     docs: list[Doc] = []
