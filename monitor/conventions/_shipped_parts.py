@@ -116,7 +116,9 @@ OPENAI_PARTS: tuple[PartShape, ...] = (
         name=("filename", "file_id"),
         score=("score",),
     ),
-    shape(SERVER_TOOL_CALL, "web_search_call", "computer_call", "code_interpreter_call", id=("id",)),
+    shape(
+        SERVER_TOOL_CALL, "web_search_call", "computer_call", "code_interpreter_call", id=("id",)
+    ),
     shape(SERVER_TOOL_CALL, "mcp_call", id=("id",), name=("name",), arguments=("arguments",)),
     shape(REASONING, "reasoning", text=("summary",)),
 )

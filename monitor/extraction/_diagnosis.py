@@ -34,9 +34,9 @@ from typing import Any
 from monitor.conventions import Convention
 from monitor.extraction._asks_nothing import asks_nothing
 from monitor.extraction._instrumentations import advice, content_switch, instrumentation_of
+from monitor.extraction._log_events import join_log_events
 from monitor.extraction._message_parts import span_parts
 from monitor.extraction._messages import Blob, File, Generic, Uri, read_messages
-from monitor.extraction._log_events import join_log_events
 from monitor.extraction._model_call_spans import read_generation, shows_model_call
 from monitor.extraction._retrieval_spans import read_retrieval
 from monitor.extraction._sources import completion_text

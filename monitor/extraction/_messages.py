@@ -328,7 +328,9 @@ def _build(
     if kind == REASONING:
         return Reasoning(text) if text is not None else None
     if kind == TOOL_CALL:
-        return ToolCall(_name(body, shape.id), _name(body, shape.name), _first(body, shape.arguments))
+        return ToolCall(
+            _name(body, shape.id), _name(body, shape.name), _first(body, shape.arguments)
+        )
     if kind == TOOL_CALL_RESPONSE:
         return ToolCallResponse(_name(body, shape.id), _first(body, shape.response))
     if kind == SERVER_TOOL_CALL:

@@ -265,7 +265,10 @@ def _answer_text(response: str | None) -> str | None:
     table = current().table
     if not items or not all(
         isinstance(i, dict)
-        and ((t := type_of(i)) is not None and t in table.part_types or any(k in table.part_keys for k in i))
+        and (
+            ((t := type_of(i)) is not None and t in table.part_types)
+            or any(k in table.part_keys for k in i)
+        )
         for i in items
     ):
         return response

@@ -73,6 +73,8 @@ QUERY_KEYS = (
     "query_str",  # LlamaIndex's QueryBundle
 )
 ANSWER_KEYS = ("answer", "output", "result", "response", "text", "content", "generation")
+
+
 @dataclass(slots=True)
 class Retrieval:
     span: Span

@@ -281,7 +281,7 @@ LANGUAGES = {
 
 def _encoded(encoding: str, text: str, name: str) -> dict[str, Any]:
     raw = text.encode()
-    return {
+    encodings: dict[str, dict[str, Any]] = {
         "typed": {"type": "document", "title": name, "source": {"type": "text", "data": text}},
         "keyed": {"document": {"name": name, "format": "txt", "source": {"text": text}}},
         "generic": {"type": "generic", "generic_type": "document", "content": text, "name": name},
@@ -300,7 +300,8 @@ def _encoded(encoding: str, text: str, name: str) -> dict[str, Any]:
             "content": base64.b64encode(raw).decode(),
             "name": name,
         },
-    }[encoding]
+    }
+    return encodings[encoding]
 
 
 ENCODINGS = ("typed", "keyed", "generic", "base64", "hex", "blob")
