@@ -107,13 +107,20 @@ def _keyed(value: dict[str, Any]) -> bool:
     return any(key in keys for key in value)
 
 
+def _json_like(value: str) -> bool:
+    first = value[:1]
+    return first in ("[", "{") or (first.isspace() and value.lstrip()[:1] in ("[", "{"))
+
+
 def _names_a_kind(attributes: dict[str, Any]) -> bool:
-    """Whether a value of these attributes may hold a document part: a string that holds
+    """Whether a value of these attributes may hold a document part: JSON text that holds
     a mark, or a structured value (walked when read). Runs on every model call, so it is
     a plain loop of substring searches."""
     marks = _marks(current().table)
     for value in attributes.values():
         if isinstance(value, str):
+            if not _json_like(value):
+                continue  # plain text holds no part
             for mark in marks:
                 if mark in value:
                     return True

@@ -518,8 +518,7 @@ def _part_text(part: Any, depth: int, budget: list[int]) -> str | None:
     if kind is None:
         plain = not _named(part, ("source", "title"))  # else a candidate document
     else:
-        shapes = current().table.part_types.get(kind, ())
-        plain = bool(shapes) and all(s.kind == TEXT_PART for s in shapes)
+        plain = kind in current().table.text_types
     if plain:
         for key in ("content", "text"):
             inner = part.get(key)

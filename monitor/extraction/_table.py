@@ -28,6 +28,7 @@ from monitor.conventions import (
     OTHER,
     RETRIEVAL,
     SHIPPED,
+    TEXT_PART,
     TOOL,
     Convention,
     Kind,
@@ -152,6 +153,10 @@ class Table:
                 self.part_types[value] = (*self.part_types.get(value, ()), shape)
             if shape.key is not None:
                 self.part_keys[shape.key] = (*self.part_keys.get(shape.key, ()), shape)
+        # The type values every shape of which is a text part: read at once.
+        self.text_types = frozenset(
+            t for t, of in self.part_types.items() if all(s.kind == TEXT_PART for s in of)
+        )
         # What stands where content was withheld: exact values and prefixes (ending `:`).
         marks = [p.casefold() for c in conventions for p in c.placeholders]
         self.content_placeholders = frozenset(m for m in marks if not m.endswith(":"))
