@@ -26,7 +26,13 @@ from monitor.conventions._parts import (
 GENAI_PARTS: tuple[PartShape, ...] = (
     shape(TEXT_PART, "text", text=("content",)),
     shape(TOOL_CALL, "tool_call", id=("id",), name=("name",), arguments=("arguments",)),
-    shape(TOOL_CALL_RESPONSE, "tool_call_response", id=("id",), response=("response",)),
+    shape(
+        TOOL_CALL_RESPONSE,
+        "tool_call_response",
+        id=("id",),
+        response=("response", "result"),
+        name=("name",),
+    ),
     shape(
         SERVER_TOOL_CALL,
         "server_tool_call",
@@ -224,7 +230,7 @@ GEMINI_PARTS: tuple[PartShape, ...] = (
         for key in ("functionCall", "function_call")
     ),
     *(
-        keyed(TOOL_CALL_RESPONSE, key, id=("id",), response=("response",))
+        keyed(TOOL_CALL_RESPONSE, key, id=("id",), response=("response",), name=("name",))
         for key in ("functionResponse", "function_response")
     ),
     *(keyed(SERVER_TOOL_CALL, key) for key in ("executableCode", "executable_code")),
@@ -304,5 +310,11 @@ VERCEL_AI_PARTS: tuple[PartShape, ...] = (
         name=("toolName",),
         arguments=("input", "args"),
     ),
-    shape(TOOL_CALL_RESPONSE, "tool-result", id=("toolCallId",), response=("output", "result")),
+    shape(
+        TOOL_CALL_RESPONSE,
+        "tool-result",
+        id=("toolCallId",),
+        response=("output.value", "output", "result"),
+        name=("toolName",),
+    ),
 )

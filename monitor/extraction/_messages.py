@@ -105,6 +105,7 @@ class ToolCall:
 class ToolCallResponse:
     id: str | None
     response: Any = None
+    name: str | None = None  # the tool's, where the shape carries it beside the id
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,7 +333,9 @@ def _build(
             _name(body, shape.id), _name(body, shape.name), _first(body, shape.arguments)
         )
     if kind == TOOL_CALL_RESPONSE:
-        return ToolCallResponse(_name(body, shape.id), _first(body, shape.response))
+        return ToolCallResponse(
+            _name(body, shape.id), _first(body, shape.response), _name(body, shape.name)
+        )
     if kind == SERVER_TOOL_CALL:
         return ServerToolCall(
             _name(body, shape.id), _name(body, shape.name), _first(body, shape.arguments)

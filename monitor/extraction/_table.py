@@ -30,6 +30,7 @@ from monitor.conventions import (
     SHIPPED,
     TEXT_PART,
     TOOL,
+    TOOL_CALL_RESPONSE,
     Convention,
     Kind,
     PartShape,
@@ -156,6 +157,13 @@ class Table:
         # The type values every shape of which is a text part: read at once.
         self.text_types = frozenset(
             t for t, of in self.part_types.items() if all(s.kind == TEXT_PART for s in of)
+        )
+        # What a raw value holds when it may hold a tool's response part.
+        self.response_marks = tuple(
+            name
+            for shapes in (self.part_types, self.part_keys)
+            for name, of in shapes.items()
+            if any(s.kind == TOOL_CALL_RESPONSE for s in of)
         )
         # What stands where content was withheld: exact values and prefixes (ending `:`).
         marks = [p.casefold() for c in conventions for p in c.placeholders]

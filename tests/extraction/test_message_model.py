@@ -496,3 +496,63 @@ def test_a_users_part_shape_and_placeholder_are_read() -> None:
     (record,) = extract_records(_call(inputs, "[withheld]"), conventions=user)
     assert [(d.content, d.doc_uri) for d in record.retrieved_context] == [(DOC, "kb/a")]
     assert record.query == "Q?" and record.response is None
+
+
+_RESULT = "Der Eiffelturm wurde 1889 fertiggestellt."
+NATIVE_TOOL_TURNS = {
+    "bedrock": [
+        {
+            "role": "assistant",
+            "content": [{"toolUse": {"toolUseId": "t1", "name": "kb", "input": {}}}],
+        },
+        {
+            "role": "user",
+            "content": [{"toolResult": {"toolUseId": "t1", "content": [{"text": _RESULT}]}}],
+        },
+    ],
+    "gemini": [
+        {"role": "model", "parts": [{"functionCall": {"id": "t1", "name": "kb", "args": {}}}]},
+        {
+            "role": "user",
+            "parts": [
+                {"functionResponse": {"id": "t1", "name": "kb", "response": {"output": _RESULT}}}
+            ],
+        },
+    ],
+    "anthropic": [
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "kb", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t1", "content": _RESULT}],
+        },
+    ],
+    "openai-responses": [
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "function_call", "call_id": "t1", "name": "kb", "arguments": "{}"}
+            ],
+        },
+        {
+            "role": "tool",
+            "content": [{"type": "function_call_output", "call_id": "t1", "output": _RESULT}],
+        },
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(NATIVE_TOOL_TURNS))
+def test_native_tool_results_are_the_tools_documents(name: str) -> None:
+    """A tool's result in any native shape is context, named by its tool (never the tool's
+    name as the document)."""
+    question = "Wann wurde der Eiffelturm fertiggestellt?"
+    inputs = [
+        {"role": "user", "content": [{"type": "text", "text": question}]},
+        *NATIVE_TOOL_TURNS[name],
+    ]
+    (record,) = extract_records(_call(inputs, "1889."))
+    assert [(d.content, d.doc_uri) for d in record.retrieved_context] == [(_RESULT, "kb")]
+    assert record.context_source == "tool_result" and record.query == question
