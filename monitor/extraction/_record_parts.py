@@ -195,11 +195,43 @@ def context_of(
         return Context([], "prompt", evidence, labelled, doubt="prompt_not_split")
     # Documents that reach the model only inside its prompt: the retriever was not traced,
     # or its span holds ids alone (GenAI requires no more).
-    split = documents_from_prompt(answer.messages, asked, ids, key, sender=sender)
+    split = documents_from_prompt(_this_request(answer.messages), asked, ids, key, sender=sender)
     if not split:
         return Context([], "none", query=labelled)
     evidence = f"{len(split)} documents split from the model call's prompt"
     return Context(split, "prompt", evidence, labelled)
+
+
+def _this_request(messages: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The prompt as the splitter reads it (the system messages and the last user
+    message), with the other turns of this request among the system messages: those after
+    the last answer the model gave to a user (documents sent as a user message of their
+    own before the question), and assistant turns before any user one (context the app put
+    in the model's mouth). Earlier questions and their answers stay history."""
+    last_user = max((i for i, (role, _) in enumerate(messages) if role == "user"), default=-1)
+    if last_user < 0:
+        return messages
+    start = 0
+    asked = False
+    for i, (role, _) in enumerate(messages[:last_user]):
+        if role == "user":
+            asked = True
+        elif role == "assistant" and asked:
+            start = i + 1  # an answer: what came before it is history
+    extra = [
+        ("system", text)
+        for i, (role, text) in enumerate(messages[:last_user])
+        if role in ("user", "assistant")
+        and (i >= start or (role == "assistant" and i < _first_user(messages)))
+    ]
+    if not extra:
+        return messages
+    system = [m for m in messages[:last_user] if m[0] == "system"]
+    return [*system, *extra, messages[last_user]]
+
+
+def _first_user(messages: list[tuple[str, str]]) -> int:
+    return next((i for i, (role, _) in enumerate(messages) if role == "user"), len(messages))
 
 
 def _joined_messages(answer: Generation, trace_spans: list[Span]) -> bool:

@@ -556,3 +556,45 @@ def test_native_tool_results_are_the_tools_documents(name: str) -> None:
     (record,) = extract_records(_call(inputs, "1889."))
     assert [(d.content, d.doc_uri) for d in record.retrieved_context] == [(_RESULT, "kb")]
     assert record.context_source == "tool_result" and record.query == question
+
+
+_DOCS_TEXT = "[kb/a.md] 水在海平面上100摄氏度沸腾。\n\n[kb/b.md] Das Wasser gefriert bei 0 °C."
+
+
+@pytest.mark.parametrize(
+    "turns",
+    [
+        # the documents as a user message of their own, before the question
+        [("system", "Answer from the documents."), ("user", _DOCS_TEXT)],
+        # the documents put in the model's mouth before any user turn
+        [("system", "Answer from the documents."), ("assistant", _DOCS_TEXT)],
+    ],
+    ids=["earlier-user", "earlier-assistant"],
+)
+def test_documents_in_an_earlier_turn_of_this_request_are_split(
+    turns: list[tuple[str, str]],
+) -> None:
+    question = "水的沸点是多少？"
+    inputs = [
+        {"role": role, "parts": [{"type": "text", "content": text}]}
+        for role, text in [*turns, ("user", question)]
+    ]
+    (record,) = extract_records(_call(inputs, "摄氏100度。"))
+    assert record.query == question
+    assert [d.doc_uri for d in record.retrieved_context] == ["kb/a.md", "kb/b.md"]
+    assert record.context_source == "prompt"
+
+
+def test_earlier_questions_and_answers_stay_history() -> None:
+    inputs = [
+        {"role": role, "parts": [{"type": "text", "content": text}]}
+        for role, text in [
+            ("system", _DOCS_TEXT),
+            ("user", "Wie heißt du?"),
+            ("assistant", "Ich bin ein Assistent."),
+            ("user", "水的沸点是多少？"),
+        ]
+    ]
+    (record,) = extract_records(_call(inputs, "摄氏100度。"))
+    assert [d.doc_uri for d in record.retrieved_context] == ["kb/a.md", "kb/b.md"]
+    assert [h.content for h in record.history] == ["Wie heißt du?", "Ich bin ein Assistent."]
