@@ -598,3 +598,37 @@ def test_earlier_questions_and_answers_stay_history() -> None:
     (record,) = extract_records(_call(inputs, "摄氏100度。"))
     assert [d.doc_uri for d in record.retrieved_context] == ["kb/a.md", "kb/b.md"]
     assert [h.content for h in record.history] == ["Wie heißt du?", "Ich bin ein Assistent."]
+
+
+def test_a_tools_name_is_never_a_document() -> None:
+    """An agent span lists its tools' names; the system prompt names the tool too: a name
+    is no document, found by structure or not."""
+    agent = Span(
+        "ab" * 16,
+        "2" * 16,
+        "",
+        "invoke_agent kb",
+        500,
+        3_000,
+        attributes={
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.tools": json.dumps(["search_knowledge_base", "get_current_weather"]),
+        },
+    )
+    inputs = [
+        {"role": "system", "parts": [{"type": "text", "content": "Call search_knowledge_base."}]},
+        {"role": "user", "parts": [{"type": "text", "content": "水的沸点是多少？"}]},
+    ]
+    (call,) = _call(inputs, "摄氏100度。")
+    call = Span(
+        call.trace_id,
+        call.span_id,
+        agent.span_id,
+        call.name,
+        1_000,
+        2_000,
+        attributes=call.attributes,
+    )
+    (record,) = extract_records([agent, call])
+    assert record.context_source != "structure"
+    assert "search_knowledge_base" not in [d.content for d in record.retrieved_context]
