@@ -473,6 +473,14 @@ SHIPPED: tuple[Convention, ...] = (
         "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true)",
     ),
     Convention(
+        # JetBrains Koog writes GenAI spans; with content capture off it writes this in
+        # place of every message's content, which is also how its traces are told apart.
+        "koog",
+        placeholders=("HIDDEN:",),
+        switch="Koog writes HIDDEN:non-empty in place of every message unless its "
+        "OpenTelemetry feature is installed with setVerbose(true)",
+    ),
+    Convention(
         "genai",
         standard=True,
         kinds=(
@@ -548,9 +556,6 @@ SHIPPED: tuple[Convention, ...] = (
     Convention("gemini", part_shapes=GEMINI_PARTS),
     Convention("cohere", part_shapes=COHERE_PARTS),
     Convention("llamaindex", part_shapes=LLAMAINDEX_PARTS),
-    # JetBrains Koog writes GenAI spans; with content capture off it writes this in place
-    # of every message's content.
-    Convention("koog", placeholders=("HIDDEN:",)),
     Convention(
         # LiteLLM's OpenTelemetry callback: its own request spans, or (without
         # USE_OTEL_LITELLM_REQUEST_SPAN) attributes written onto the app's current span.

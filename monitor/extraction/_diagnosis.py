@@ -36,7 +36,15 @@ from monitor.extraction._asks_nothing import asks_nothing
 from monitor.extraction._instrumentations import advice, content_switch, instrumentation_of
 from monitor.extraction._log_events import join_log_events
 from monitor.extraction._message_parts import span_parts
-from monitor.extraction._messages import Blob, File, Generic, Uri, read_messages
+from monitor.extraction._messages import (
+    Blob,
+    File,
+    Generic,
+    Text,
+    Uri,
+    is_placeholder,
+    read_messages,
+)
 from monitor.extraction._model_call_spans import read_generation, shows_model_call
 from monitor.extraction._retrieval_spans import read_retrieval
 from monitor.extraction._sources import completion_text
@@ -336,12 +344,16 @@ def _unread_documents(calls: Sequence[SpanTaken]) -> str | None:
 
 def _roles_without_text(calls: Sequence[SpanTaken], part: str) -> str | None:
     """A model call whose recorded messages have roles but no text read (`part`: the
-    question is the input's, the answer the output's)."""
+    question is the input's, the answer the output's); placeholders in their place are
+    content withheld, not a failed read."""
     where = "model_input" if part == "query" else "model_output"
     for call in calls:
         for value in span_parts(call.span, where, raw_values=True):
             messages = read_messages(value)
-            if messages and not any(m.text for m in messages):
+            withheld = any(
+                isinstance(p, Text) and is_placeholder(p.content) for m in messages for p in m.parts
+            )
+            if messages and not withheld and not any(m.text for m in messages):
                 roles = ", ".join(m.role for m in messages[:4])
                 return f"span {call.span.name!r}: messages of roles {roles}"
     return None

@@ -1,7 +1,8 @@
 """Which instrumentation wrote a trace, by the conventions its spans follow, and the switch
 of that stack that turns its content capture on: what a log line says when a model call
 was traced but its question or answer was not (`_suspect.py`). Both come from the
-conventions table (`marks`, `marked_values`, `marked_names`, `language`, `switch`): the
+conventions table (`marks`, `marked_values`, `marked_names`, `language`, a prefixed
+`placeholders` value, `switch`): the
 first convention whose marks any span carries (a version of a stack whose switch works
 otherwise is an entry of its own, before the stack's, marked by what only it writes); a
 trace of none of them is `unknown`. And what a stack advises for a cause (`advice`)."""
@@ -9,6 +10,7 @@ trace of none of them is `unknown`. And what a stack advises for a cause (`advic
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from monitor.conventions import Convention
 from monitor.extraction._table import active
@@ -30,9 +32,20 @@ def _marked(convention: Convention, span: Span) -> bool:
         value = a.get(key)  # any attribute value may come: a list is no mark
         if isinstance(value, str) and value in values:
             return True
+    if convention.placeholders and _holds_placeholder(convention.placeholders, a):
+        return True
     prefixes = tuple(m for m in convention.marks if m.endswith((".", ":")))
     exact = [m for m in convention.marks if not m.endswith((".", ":"))]
     return any(m in a for m in exact) or bool(prefixes and any(k.startswith(prefixes) for k in a))
+
+
+def _holds_placeholder(placeholders: tuple[str, ...], attributes: dict[str, Any]) -> bool:
+    """Whether a value holds what only this stack writes where it withheld content (its
+    prefixed placeholders, `HIDDEN:`): a mark of the stack."""
+    marks = tuple(p for p in placeholders if p.endswith(":"))
+    return bool(marks) and any(
+        isinstance(v, str) and any(m in v for m in marks) for v in attributes.values()
+    )
 
 
 def instrumentation_of(spans: Sequence[Span]) -> str:

@@ -365,7 +365,10 @@ def build_record(
     # handed back as the answer (a citations block) are read for their text.
     query = None if is_placeholder(query) else query
     response = None if is_placeholder(response) else _answer_text(response)
-    docs = [d for d in docs if not is_placeholder(d.content)]
+    kept = [d for d in docs if not is_placeholder(d.content)]
+    if docs and not kept:
+        context = Context([], "none")  # placeholders only: no document was captured
+    docs = kept
     metadata = {"span_name": span.name}
     if request is not None:
         metadata["request_span_name"] = request.name

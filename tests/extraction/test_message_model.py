@@ -406,9 +406,13 @@ def test_placeholders_are_never_content() -> None:
         {"role": "system", "parts": [{"type": "text", "content": "HIDDEN:non-empty"}]},
         {"role": "user", "parts": [{"type": "text", "content": "HIDDEN:non-empty"}]},
     ]
-    (record,) = extract_records(_call(inputs, "HIDDEN:non-empty"))
+    spans = _call(inputs, "HIDDEN:non-empty")
+    (record,) = extract_records(spans)
     assert record.query is None and record.response is None
-    assert not record.retrieved_context
+    assert not record.retrieved_context and record.context_source == "none"
+    assert record.metadata["instrumentation"] == "koog"
+    (query,) = [c for c in causes(spans, [record]) if c.part == "query"]
+    assert query.key == "content_not_captured" and "setVerbose(true)" in query.detail
     assert content_text("<REDACTED>") is None
 
 
