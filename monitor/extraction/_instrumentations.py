@@ -50,7 +50,8 @@ def _holds_placeholder(placeholders: tuple[str, ...], attributes: dict[str, Any]
 
 def instrumentation_of(spans: Sequence[Span]) -> str:
     """The stack that wrote these spans (the first convention any span carries the marks
-    of, or its version in `VARIANTS` that the spans show), or `unknown`."""
+    of: a stack's version with an entry of its own comes before the stack's), or
+    `unknown`."""
     for convention in active():
         if any(_marked(convention, s) for s in spans):
             return convention.name
