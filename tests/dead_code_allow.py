@@ -36,6 +36,10 @@ _ = (
     name.rejected_spans,
     name.error_message,
     name.map_entry,
+    # The GenAI schema's server tool call parts carry what the provider's tool was given
+    # and returned (extraction/_messages.py): part of the model, read by no reader yet.
+    name.server_tool_call,
+    name.server_tool_call_response,
     # Fields read by name: config keys (config/_receivers.py), a convention's sources
     # (conventions/_entry.py, read field by field), a record's fields (records/__init__.py,
     # written to results lines), the build-info gauge kept registered (telemetry.py).

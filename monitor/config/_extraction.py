@@ -36,6 +36,15 @@ SHIPPED_CONVENTIONS = frozenset(
         "dotnet-genai",
         "java-genai",
         "genai",
+        "spring-ai 2.x",
+        "openai",
+        "anthropic",
+        "bedrock-converse",
+        "gemini",
+        "cohere",
+        "llamaindex",
+        "koog",
+        "litellm",
     }
 )
 
@@ -118,12 +127,56 @@ class ConventionMatch(Section):
         return self
 
 
+PartKind = Literal[
+    "text",
+    "tool_call",
+    "tool_call_response",
+    "server_tool_call",
+    "server_tool_call_response",
+    "blob",
+    "file",
+    "uri",
+    "reasoning",
+    "generic",
+]
+MAX_PART_PATHS = 16
+
+
+class ConventionPart(Section):
+    """A native message part shape and the GenAI part kind it is: known by its `type`
+    values (`type`, `block_type`) or by the `key` of a keyed block (`{"document": {...}}`);
+    where its text, name, title, id, bytes (`data`: base64, hex, byte values), media type,
+    URI and file id are, as dotted paths, the first that holds a value winning; `modality`
+    (`document`: its text is one of the record's documents)."""
+
+    kind: PartKind
+    types: list[str] = Field(default=[], max_length=MAX_KIND_VALUES)
+    key: str | None = Field(default=None, min_length=1)
+    text: list[str] = Field(default=[], max_length=MAX_PART_PATHS)
+    name: list[str] = Field(default=[], max_length=MAX_PART_PATHS)
+    title: list[str] = Field(default=[], max_length=MAX_PART_PATHS)
+    id: list[str] = Field(default=[], max_length=MAX_PART_PATHS)
+    data: list[str] = Field(default=[], max_length=MAX_PART_PATHS)
+    mime_type: list[str] = Field(default=[], max_length=MAX_PART_PATHS)
+    uri: list[str] = Field(default=[], max_length=MAX_PART_PATHS)
+    file_id: list[str] = Field(default=[], max_length=MAX_PART_PATHS)
+    modality: str | None = None
+
+    @model_validator(mode="after")
+    def _known_somehow(self) -> ConventionPart:
+        if not self.types and self.key is None:
+            raise ValueError("types: name the part's type values, or the key of its block")
+        return self
+
+
 class UserConvention(Section):
     """One convention of the user's: a span's role by `kind` or `match`; `input` (a
     request's question, a model call's messages, a retrieval's query), `output` (a
     request's or model call's answer, a tool's result), `documents` (a retrieval's, in
     order), `model`, `input_tokens`, `output_tokens`, `conversation` (the session id);
-    `event_bodies`: event attributes holding an event's fields as one JSON object."""
+    `event_bodies`: event attributes holding an event's fields as one JSON object;
+    `parts`: native message part shapes; `placeholders`: what stands where content was
+    withheld (a value ending in `:` a prefix), never content."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     kind: ConventionKind | None = None
@@ -136,6 +189,8 @@ class UserConvention(Section):
     output_tokens: list[AttributeSource] = []
     conversation: list[AttributeSource] = []
     event_bodies: list[str] = []
+    parts: list[ConventionPart] = Field(default=[], max_length=MAX_KIND_VALUES)
+    placeholders: list[str] = Field(default=[], max_length=MAX_KIND_VALUES)
 
     @field_validator("name")
     @classmethod
@@ -147,7 +202,8 @@ class UserConvention(Section):
     @model_validator(mode="after")
     def _says_something(self) -> UserConvention:
         parts = (self.input, self.output, self.documents, self.model, self.conversation)
-        if self.kind is None and self.match is None and not any(parts):
+        told = (self.parts, self.placeholders)
+        if self.kind is None and self.match is None and not any(parts) and not any(told):
             raise ValueError(
                 "kind: a convention needs a kind or a match (what a span is), or where a "
                 "part is (input, output, documents, model, conversation)"

@@ -47,6 +47,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from monitor.conventions._parts import PartShape
+
 MODEL: Final = "model"
 TOOL: Final = "tool"
 CONTAINER: Final = "container"  # a request, an agent, a workflow, a chain
@@ -139,7 +141,12 @@ class Convention:
     becoming the event named; `output_events`: those of its log events that carry a model
     call's output (the last its instrumentation writes for a call: once one has come, the
     call's content is in); `model_placeholders`: model names it writes
-    when it cannot tell the model. The rest say where each part is."""
+    when it cannot tell the model; `part_shapes`: its native message parts and which GenAI
+    part each is (`_parts.py`); `placeholders`: what it writes where content was withheld
+    (`HIDDEN:non-empty`): never content (a value ending in `:` is a prefix, compared
+    case-insensitively); `advice`: what to do, by the cause a trace that carries its marks
+    is given (`monitor/extraction/_diagnosis.py`: `lone_root`, `hosted_retrieval`), added
+    to the cause's own text. The rest say where each part is."""
 
     name: str
     standard: bool = False
@@ -160,6 +167,9 @@ class Convention:
     log_lines: Mapping[str, str] = field(default_factory=dict)
     output_events: frozenset[str] = frozenset()
     model_placeholders: frozenset[str] = frozenset()
+    part_shapes: tuple[PartShape, ...] = ()
+    placeholders: tuple[str, ...] = ()
+    advice: Mapping[str, str] = field(default_factory=dict)
     model_input: tuple[Source, ...] = ()  # the messages a model call was sent
     system: tuple[Source, ...] = ()  # its system instructions, apart from its messages
     model_output: tuple[Source, ...] = ()  # the text it returned

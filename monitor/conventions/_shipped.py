@@ -28,6 +28,16 @@ from monitor.conventions._entry import (
     Source,
 )
 from monitor.conventions._operations import GENAI_OPERATIONS, MODEL_OPERATIONS, SK_OPERATIONS
+from monitor.conventions._shipped_parts import (
+    ANTHROPIC_PARTS,
+    BEDROCK_PARTS,
+    COHERE_PARTS,
+    GEMINI_PARTS,
+    GENAI_PARTS,
+    LLAMAINDEX_PARTS,
+    OPENAI_PARTS,
+    VERCEL_AI_PARTS,
+)
 
 
 def _s(*keys: str, encoding: str = TEXT, undeclared: bool = False) -> tuple[Source, ...]:
@@ -101,6 +111,7 @@ SHIPPED: tuple[Convention, ...] = (
             ),
         ),
         marks=("ai.operationId",),
+        part_shapes=VERCEL_AI_PARTS,
         switch="the Vercel AI SDK records the prompt and the answer only with "
         "experimental_telemetry: {isEnabled: true} and recordInputs / recordOutputs not "
         "false, on every generateText / streamText call",
@@ -125,6 +136,25 @@ SHIPPED: tuple[Convention, ...] = (
         # by that attribute's value.
         request_input=_s("mastra.{mastra.span.type}.input", encoding=JSON),
         request_output=_s("mastra.{mastra.span.type}.output", encoding=JSON),
+    ),
+    Convention(
+        # Spring AI 2.x: its chat client runs the Tool Calling Advisor in every call (1.x
+        # only when the app adds a ToolCallAdvisor). On Spring Boot 4 its observation
+        # auto-configuration looks for the Tracer bean before Boot defines it and declares
+        # no content handler, so the switches alone log nothing (spring-ai issue 5641, open
+        # in 2.0.1). Only names the stack and its switch: the spring-ai entry reads it.
+        "spring-ai 2.x",
+        marked_values={"spring.ai.advisor.name": frozenset({"Tool Calling Advisor"})},
+        switch="on Spring AI 2.x with Spring Boot 4, the spring.ai.*.observations.log-prompt / "
+        "log-completion / log-query-response switches alone log nothing: Spring AI's "
+        "observation auto-configuration looks for the Tracer before Boot 4 defines it and "
+        "declares no content handler (spring-ai issue 5641). Declare the five handlers as "
+        "beans, each a TracingAwareLoggingObservationHandler given the Tracer, around "
+        "ChatModelPromptContentObservationHandler, ChatModelCompletionObservationHandler, "
+        "ChatClientPromptContentObservationHandler, ChatClientCompletionObservationHandler "
+        "and VectorStoreQueryResponseObservationHandler (the README's 'Tracing your app' "
+        "shows them), with the logs exported over OTLP to the monitor (an OTel log "
+        "appender)",
     ),
     Convention(
         "spring-ai",
@@ -443,6 +473,14 @@ SHIPPED: tuple[Convention, ...] = (
         "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true)",
     ),
     Convention(
+        # JetBrains Koog writes GenAI spans; with content capture off it writes this in
+        # place of every message's content, which is also how its traces are told apart.
+        "koog",
+        placeholders=("HIDDEN:",),
+        switch="Koog writes HIDDEN:non-empty in place of every message unless its "
+        "OpenTelemetry feature is installed with setVerbose(true)",
+    ),
+    Convention(
         "genai",
         standard=True,
         kinds=(
@@ -456,6 +494,9 @@ SHIPPED: tuple[Convention, ...] = (
         ),
         marks=("gen_ai.",),
         switch=_GENAI_SWITCH,
+        part_shapes=GENAI_PARTS,
+        # What instrumentations write where they withhold a message's content.
+        placeholders=("<redacted>", "[redacted]", "<elided>", "<hidden>", "[hidden]"),
         signs=("gen_ai.request.", "gen_ai.response.", "gen_ai.usage."),
         detail_events=frozenset({"gen_ai.client.inference.operation.details"}),
         event_bodies=_EVENT_BODIES,
@@ -496,5 +537,38 @@ SHIPPED: tuple[Convention, ...] = (
             Source("content", event="gen_ai.tool.message"),
         ),
         conversation=_s("gen_ai.conversation.id"),
+    ),
+    # Message formats, not tracing conventions: each provider's or framework's native
+    # message parts, as the instrumentations above record them in a call's messages.
+    Convention(
+        "openai",
+        part_shapes=OPENAI_PARTS,
+        marked_values={"gen_ai.system": frozenset({"openai"})},
+        advice={
+            "hosted_retrieval": "the OpenAI Responses API's file_search: OpenLLMetry's "
+            "instrumentation drops the file_search_call results, and "
+            "opentelemetry-instrumentation-openai-v2 does not trace the Responses API; the "
+            'API returns them with include=["file_search_call.results"]'
+        },
+    ),
+    Convention("anthropic", part_shapes=ANTHROPIC_PARTS),
+    Convention("bedrock-converse", part_shapes=BEDROCK_PARTS),
+    Convention("gemini", part_shapes=GEMINI_PARTS),
+    Convention("cohere", part_shapes=COHERE_PARTS),
+    Convention("llamaindex", part_shapes=LLAMAINDEX_PARTS),
+    Convention(
+        # LiteLLM's OpenTelemetry callback: its own request spans, or (without
+        # USE_OTEL_LITELLM_REQUEST_SPAN) attributes written onto the app's current span.
+        "litellm",
+        marks=("hidden_params",),
+        marked_names=("litellm_request", "raw_gen_ai_request"),
+        switch="LiteLLM's OpenTelemetry callback records messages unless "
+        "litellm.turn_off_message_logging (or the request's no-log metadata) is set",
+        advice={
+            "lone_root": "LiteLLM's callback writes onto the app's span from its own thread "
+            "once the call returns: end that span only once the call's tracing is done, or "
+            "set USE_OTEL_LITELLM_REQUEST_SPAN=true so the call is a span of its own, joined "
+            "within trace_assembly.late_spans_wait_s"
+        },
     ),
 )

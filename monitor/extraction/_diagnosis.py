@@ -3,14 +3,18 @@ incomplete one — said from the same readers the extraction uses (`read_retriev
 `read_tool`, `read_generation`, the declared roles), never from a second reading of the
 conventions. `rag-monitor explain` prints it; the trace stage's warnings name the cause.
 
-Causes (`CAUSES`): `no_convention` (no span declares a role any convention reads, and none
-carries a model call's or a retrieval's content where a convention writes it: the
-instrumentation is not one the table knows); `lone_root` (no record from a trace of one
-span with no content: a model call traced after that span ended, as LiteLLM's callback may
-trace it, is lost to it); `no_retrieval` (a model call, but no span carries documents and
-none were found elsewhere); `hosted_retrieval` (the same, but the model call ran a tool its
-provider hosts, such as the Responses API's file_search, whose results no instrumentation
-records); `retrieval_without_text` (a retrieval span whose documents carry no text: ids
+Causes (`CAUSES`), each from evidence in the trace, never by default: `no_convention` (no
+span declares a role any convention reads, and none carries a model call's or a
+retrieval's content where a convention writes it: the instrumentation is not one the table
+knows); `lone_root` (no record from a trace of one span with no content: no instrumentation
+recorded the model call; what the stack whose marks the span carries advises, the table's
+`advice`, is added, as for a call traced after that span ended); `no_retrieval` (a model
+call, but no span carries documents and none were found elsewhere); `document_without_text`
+(the same, but the call's messages hold document parts with no text to read: a file id, a
+URL, a PDF's bytes); `hosted_retrieval` (the same, but the model call ran a tool its
+provider hosts whose results no instrumentation records; the stack's advice added);
+`content_not_read` (the call's messages are there, role by role, but no part of them was
+read as text: a part shape no entry names, not content capture off); `retrieval_without_text` (a retrieval span whose documents carry no text: ids
 and scores only, or content capture off); `content_not_captured` (a model call traced
 without its question or answer: the switch named is that of the stack whose marks the
 spans carry); `unparsed_field` (the answer is there, in a field of a JSON output no
@@ -29,8 +33,18 @@ from typing import Any
 
 from monitor.conventions import Convention
 from monitor.extraction._asks_nothing import asks_nothing
-from monitor.extraction._instrumentations import content_switch, instrumentation_of
+from monitor.extraction._instrumentations import advice, content_switch, instrumentation_of
 from monitor.extraction._log_events import join_log_events
+from monitor.extraction._message_parts import span_parts
+from monitor.extraction._messages import (
+    Blob,
+    File,
+    Generic,
+    Text,
+    Uri,
+    is_placeholder,
+    read_messages,
+)
 from monitor.extraction._model_call_spans import read_generation, shows_model_call
 from monitor.extraction._retrieval_spans import read_retrieval
 from monitor.extraction._sources import completion_text
@@ -60,12 +74,19 @@ CAUSES: dict[str, str] = {
         "trace the retriever, declare its span in extraction.conventions, or set rag.context"
     ),
     "hosted_retrieval": (
-        "no retrieval found, and the model call ran a tool its provider hosts (the OpenAI "
-        "Responses API's file_search, web search): no instrumentation records what such a "
-        "tool returned (OpenLLMetry's drops the file_search_call results; "
-        "opentelemetry-instrumentation-openai-v2 does not trace the Responses API): set "
-        "rag.context on a span of the request to the documents (the Responses API returns "
-        'them with include=["file_search_call.results"])'
+        "no retrieval found, and the model call ran a tool its provider hosts (a file or "
+        "web search): instrumentations may not record what such a tool returned: set "
+        "rag.context on a span of the request to the documents"
+    ),
+    "document_without_text": (
+        "no retrieval found, and the model call's messages hold document parts with no text "
+        "to read (a file id, a URL, a PDF's bytes): send the documents' text, or set "
+        "rag.context on a span of the request"
+    ),
+    "content_not_read": (
+        "the model call's messages were recorded, role by role, but no part of them was "
+        "read as text: their parts are of a shape no convention names (declare it in an "
+        "extraction.conventions entry's parts); content capture is on"
     ),
     "retrieval_without_text": (
         "a retrieval span was found but its documents carry no text (ids and scores only, "
@@ -76,12 +97,10 @@ CAUSES: dict[str, str] = {
     ),
     "unparsed_field": "the answer is in a field of a JSON output that no convention reads",
     "lone_root": (
-        "the trace is one span with nothing under it and no content: no RAG request, or "
-        "one whose model call was traced after that span ended and was lost to it "
-        "(LiteLLM's callback writes onto the app's span from its own thread once the call "
-        "returns): end that span only once the call's tracing is done, or with LiteLLM set "
-        "USE_OTEL_LITELLM_REQUEST_SPAN=true so the call is a span of its own, joined within "
-        "trace_assembly.late_spans_wait_s"
+        "the trace is one span with nothing under it and no content: no instrumentation "
+        "recorded the model call. Usually the model client is not instrumented (its "
+        "instrumentation not installed, or enabled after the client was created), its spans "
+        "go to another exporter or are sampled apart, or the request made no model call"
     ),
     "spans_after_root": (
         "spans arrived after the trace's root ended (or never): the record was made "
@@ -255,7 +274,9 @@ def causes(
             found.append(Cause("spans_after_root", None, late))
         roles = [t for t in taken if t.role is not None]
         if len(taken) == 1 and not roles and late is None:
-            found.append(Cause("lone_root", None, f"span {taken[0].span.name!r}"))
+            said = advice([taken[0].span], "lone_root")
+            detail = f"span {taken[0].span.name!r}" + (f"; {said}" if said else "")
+            found.append(Cause("lone_root", None, detail))
         elif not roles:
             names = ", ".join(sorted({t.span.name for t in taken})[:5])
             found.append(Cause("no_convention", None, f"{len(taken)} span(s): {names}"))
@@ -282,7 +303,11 @@ def causes(
                     )
                 )
             elif hosted is not None:
-                found.append(Cause("hosted_retrieval", part, f"span {hosted.span.name!r}"))
+                said = advice([hosted.span], "hosted_retrieval")
+                detail = f"span {hosted.span.name!r}" + (f"; {said}" if said else "")
+                found.append(Cause("hosted_retrieval", part, detail))
+            elif (unread := _unread_documents(calls)) is not None:
+                found.append(Cause("document_without_text", part, unread))
             else:
                 found.append(Cause("no_retrieval", part, ""))
             continue
@@ -293,6 +318,42 @@ def causes(
         if ended_after is not None:
             found.append(Cause("spans_after_root", part, ended_after))
             continue
+        unread = _roles_without_text(calls, part)
+        if unread is not None:
+            found.append(Cause("content_not_read", part, unread))
+            continue
         where = f"span {calls[0].span.name!r}, " if calls else ""
         found.append(Cause("content_not_captured", part, f"{where}{instrumentation}: {switch}"))
     return found
+
+
+def _unread_documents(calls: Sequence[SpanTaken]) -> str | None:
+    """A model call whose messages hold document parts with no text to read."""
+    for call in calls:
+        for part in span_parts(call.span, "model_input"):
+            if (
+                isinstance(part, Blob | File | Uri | Generic)
+                and part.modality == "document"
+                and not (part.text and part.text.strip())
+            ):
+                kind = type(part).__name__.lower()
+                named = part.name or getattr(part, "file_id", None) or getattr(part, "uri", None)
+                return f"span {call.span.name!r}: a {kind} part {named or ''}".rstrip()
+    return None
+
+
+def _roles_without_text(calls: Sequence[SpanTaken], part: str) -> str | None:
+    """A model call whose recorded messages have roles but no text read (`part`: the
+    question is the input's, the answer the output's); placeholders in their place are
+    content withheld, not a failed read."""
+    where = "model_input" if part == "query" else "model_output"
+    for call in calls:
+        for value in span_parts(call.span, where, raw_values=True):
+            messages = read_messages(value)
+            withheld = any(
+                isinstance(p, Text) and is_placeholder(p.content) for m in messages for p in m.parts
+            )
+            if messages and not withheld and not any(m.text for m in messages):
+                roles = ", ".join(m.role for m in messages[:4])
+                return f"span {call.span.name!r}: messages of roles {roles}"
+    return None

@@ -9,6 +9,7 @@ from typing import Any
 
 from monitor.extraction._doubt import context_doubts
 from monitor.extraction._instrumentations import instrumentation_of
+from monitor.extraction._messages import is_placeholder, parts_text, type_of
 from monitor.extraction._prompt_documents import documents_from_prompt, question_in
 from monitor.extraction._prompt_layouts import framework_documents
 from monitor.extraction._request_spans import (
@@ -194,11 +195,43 @@ def context_of(
         return Context([], "prompt", evidence, labelled, doubt="prompt_not_split")
     # Documents that reach the model only inside its prompt: the retriever was not traced,
     # or its span holds ids alone (GenAI requires no more).
-    split = documents_from_prompt(answer.messages, asked, ids, key, sender=sender)
+    split = documents_from_prompt(_this_request(answer.messages), asked, ids, key, sender=sender)
     if not split:
         return Context([], "none", query=labelled)
     evidence = f"{len(split)} documents split from the model call's prompt"
     return Context(split, "prompt", evidence, labelled)
+
+
+def _this_request(messages: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The prompt as the splitter reads it (the system messages and the last user
+    message), with the other turns of this request among the system messages: those after
+    the last answer the model gave to a user (documents sent as a user message of their
+    own before the question), and assistant turns before any user one (context the app put
+    in the model's mouth). Earlier questions and their answers stay history."""
+    last_user = max((i for i, (role, _) in enumerate(messages) if role == "user"), default=-1)
+    if last_user < 0:
+        return messages
+    start = 0
+    asked = False
+    for i, (role, _) in enumerate(messages[:last_user]):
+        if role == "user":
+            asked = True
+        elif role == "assistant" and asked:
+            start = i + 1  # an answer: what came before it is history
+    extra = [
+        ("system", text)
+        for i, (role, text) in enumerate(messages[:last_user])
+        if role in ("user", "assistant")
+        and (i >= start or (role == "assistant" and i < _first_user(messages)))
+    ]
+    if not extra:
+        return messages
+    system = [m for m in messages[:last_user] if m[0] == "system"]
+    return [*system, *extra, messages[last_user]]
+
+
+def _first_user(messages: list[tuple[str, str]]) -> int:
+    return next((i for i, (role, _) in enumerate(messages) if role == "user"), len(messages))
 
 
 def _joined_messages(answer: Generation, trace_spans: list[Span]) -> bool:
@@ -251,6 +284,27 @@ def _placeholder(request: Span, question: str | None, answer: Generation | None)
         return False
     said, returned = normalized(output), normalized(answer.output)
     return said not in returned and returned not in said
+
+
+def _answer_text(response: str | None) -> str | None:
+    """An answer that is a provider's content blocks as JSON (every item a part of a shape
+    the table names: a citations block, text blocks) read for their text; any other
+    answer as it is (an app's own JSON answer stays)."""
+    if response is None or response.lstrip()[:1] not in ("[", "{"):
+        return response
+    parsed = loads(response)
+    items = parsed if isinstance(parsed, list) else [parsed]
+    table = current().table
+    if not items or not all(
+        isinstance(i, dict)
+        and (
+            ((t := type_of(i)) is not None and t in table.part_types)
+            or any(k in table.part_keys for k in i)
+        )
+        for i in items
+    ):
+        return response
+    return parts_text(items) or response
 
 
 def _history(answer: Generation | None) -> list[dict[str, str]]:
@@ -307,6 +361,14 @@ def build_record(
             response = container_output(request)
     if response is None:
         response = answer.output if answer is not None and answer.output else top.chain_response
+    # What stands where content was withheld is no content; a provider's content blocks
+    # handed back as the answer (a citations block) are read for their text.
+    query = None if is_placeholder(query) else query
+    response = None if is_placeholder(response) else _answer_text(response)
+    kept = [d for d in docs if not is_placeholder(d.content)]
+    if docs and not kept:
+        context = Context([], "none")  # placeholders only: no document was captured
+    docs = kept
     metadata = {"span_name": span.name}
     if request is not None:
         metadata["request_span_name"] = request.name

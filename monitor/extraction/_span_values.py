@@ -19,28 +19,43 @@ repr, such as LlamaIndex's prompt templates).
 
 from __future__ import annotations
 
-import json
-import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
-from monitor.shared.nesting import MAX_DEPTH, MAX_ITEMS, note_unread, within_depth
+from monitor.extraction._decoding import as_float, bounded, loads
+from monitor.extraction._messages import (
+    PART_DEPTH,
+    Doc,
+    is_placeholder,
+    part_text,
+    parts_text,
+    role_of,
+)
+from monitor.shared.nesting import note_unread
 from monitor.spans import Span
 
-_ROLES = {
-    "system": "system",
-    "user": "user",
-    "human": "user",
-    "assistant": "assistant",
-    "ai": "assistant",
-    "model": "assistant",
-    "tool": "tool",
-    "function": "tool",
-    "developer": "developer",
-}
+__all__ = [
+    "ANSWER_KEYS",
+    "PART_DEPTH",
+    "QUERY_KEYS",
+    "Doc",
+    "Generation",
+    "Retrieval",
+    "as_doc",
+    "as_float",
+    "as_str",
+    "bounded",
+    "chat_messages",
+    "content_text",
+    "find_text",
+    "indexed",
+    "is_repr",
+    "json_docs",
+    "loads",
+    "normalized",
+    "role_of",
+]
 # `<NodeWithScore(node=...`, `<dspy.clients.lm.LM object at 0x...>`): frameworks put these where text is expected (LlamaIndex's
 # `predict` input is its prompt template, Haystack's messages are `ChatMessage(...)`).
 # Never a question or an answer.
@@ -58,40 +73,6 @@ QUERY_KEYS = (
     "query_str",  # LlamaIndex's QueryBundle
 )
 ANSWER_KEYS = ("answer", "output", "result", "response", "text", "content", "generation")
-# How deep the parts of a message (and a tool's result) are read: blocks inside blocks
-# inside a message; deeper is not read.
-PART_DEPTH = 6
-# Part kinds that hold no words of the message: media and files (their data is no text),
-# tool calls and their results (a tool's result is context: `_tool_results.py`), a model's
-# reasoning; documents by kind are the record's documents (`_message_parts.py`).
-DOCUMENT_KINDS = frozenset({"document", "search_result", "file_search_call"})
-NOT_MESSAGE_TEXT = DOCUMENT_KINDS | frozenset(
-    {
-        *("image", "image_url", "input_image", "audio", "input_audio", "video"),
-        *("file", "input_file", "blob", "binary", "uri"),
-        *("tool_call", "tool_use", "function_call", "server_tool_call", "server_tool_use"),
-        *("tool-call", "tool-result", "mcp_tool_use", "mcp_call", "computer_call"),
-        *("tool_result", "tool_call_response", "function_call_output", "server_tool_call_response"),
-        *("mcp_tool_result", "web_search_tool_result", "web_search_call"),
-        *("reasoning", "thinking", "redacted_thinking"),
-    }
-)
-# A part that carries media data whatever its kind says (`{"data", "mime_type"}`).
-_MEDIA_KEYS = frozenset(
-    {"mime_type", "mimeType", "media_type", "mediaType", "image_url", "input_audio"}
-)
-# Where a part that is not plain text keeps its texts (a part of parts, a block of blocks,
-# OpenAI's `{"text": {"value": ...}}`).
-_TEXT_KEYS = ("text", "content", "parts", "blocks", "value")
-_ENCODED_LISTS = frozenset({"parts", "blocks"})
-
-
-@dataclass(slots=True)
-class Doc:
-    content: str | None
-    doc_uri: str | None = None
-    score: float | None = None
-    metadata: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -136,48 +117,6 @@ def is_repr(text: str) -> bool:
     return _REPR.match(text) is not None
 
 
-def loads(value: Any) -> Any:
-    """A JSON-looking string parsed; anything else comes back unchanged. Every reader of
-    an attribute's JSON goes through here: JSON nested deeper than `MAX_DEPTH` stays the
-    text it came as (noted `too_deep`), so no reader or serialiser ever walks it."""
-    if not isinstance(value, str):
-        return value
-    stripped = value.lstrip()
-    if stripped[:1] == '"' and stripped.rstrip().endswith('"') and len(stripped) > 1:
-        try:  # a JSON string (Genkit's genkit:input of a flow called with text)
-            text = json.loads(stripped)
-        except ValueError:
-            return value
-        return text if isinstance(text, str) else value
-    if stripped[:1] not in ("{", "["):
-        return value
-    try:
-        parsed = orjson.loads(stripped)
-    except orjson.JSONDecodeError as exc:
-        if str(exc).startswith("depth limit"):
-            note_unread("too_deep")
-            return value
-        try:
-            # What orjson refuses and Python's json reads: NaN, Infinity, lone
-            # surrogates. (orjson reads integers beyond 64 bits as floats.)
-            parsed = json.loads(stripped)
-        except RecursionError:
-            note_unread("too_deep")
-            return value
-        except ValueError:
-            return value  # not JSON: text
-    return parsed if bounded(parsed, stripped) else value
-
-
-def bounded(parsed: Any, text: str) -> bool:
-    """Whether a value parsed from `text` is nested within `MAX_DEPTH` (else noted
-    `too_deep`); text with few brackets needs no walk."""
-    if text.count("[") + text.count("{") + text.count("(") <= MAX_DEPTH or within_depth(parsed):
-        return True
-    note_unread("too_deep")
-    return False
-
-
 _INDEX_DIGITS = 9  # no instrumentation writes a billion items to one span
 
 
@@ -207,71 +146,19 @@ def _is_index(index: str) -> bool:
 
 def content_text(value: Any) -> str | None:
     """Text of a message content: a string, a list of parts, or a `{text|content}` object;
-    every text its parts hold, at any depth (`_part_text`)."""
+    every text its parts hold, at any depth, read on the message model
+    (`_messages.part_text`): documents, media, tool calls and placeholders are no words of
+    the message."""
     value = loads(value)
     if value is None:
         return None
     if isinstance(value, str):
-        return value
+        return None if is_placeholder(value) else value
     if isinstance(value, list):
-        budget = [MAX_ITEMS]
-        texts = [t for t in (_part_text(p, 0, budget) for p in value) if t]
-        return "\n".join(texts) if texts else None
+        return parts_text(value)
     if isinstance(value, dict):
-        return _part_text(value, 0, [MAX_ITEMS])
+        return part_text(value)
     return str(value)
-
-
-def part_kind(part: dict[str, Any]) -> str | None:
-    """What a message part says it is: its `type` (GenAI, OpenAI, Anthropic, the Vercel AI
-    SDK) or `block_type` (LlamaIndex)."""
-    kind = part.get("type", part.get("block_type"))
-    return kind if isinstance(kind, str) else None
-
-
-def _part_text(part: Any, depth: int, budget: list[int]) -> str | None:
-    """The text of one part: a plain text part at once (the common case pays nothing
-    more); any other part's texts under whatever it calls them (`_TEXT_KEYS`), at any
-    depth, bounded by `PART_DEPTH` and, over the whole content, `MAX_ITEMS` parts. Parts
-    whose kind holds no words of the message are left out (`NOT_MESSAGE_TEXT`)."""
-    if isinstance(part, str):
-        return part
-    if not isinstance(part, dict):
-        return None
-    kind = part.get("type")  # `part_kind`, inline: every message part comes here
-    if kind is None:
-        kind = part.get("block_type")
-    if kind is None or kind == "text" or kind == "input_text" or kind == "output_text":
-        text = part.get("content")
-        if isinstance(text, str):
-            return text
-        text = part.get("text")
-        if isinstance(text, str):
-            return text
-    if not isinstance(kind, str | None):
-        kind = None
-    if (kind is not None and kind in NOT_MESSAGE_TEXT) or _MEDIA_KEYS & part.keys():
-        return None
-    budget[0] -= 1
-    if depth >= PART_DEPTH or budget[0] < 0:
-        return None
-    for key in _TEXT_KEYS:
-        inner = part.get(key)
-        if key in _ENCODED_LISTS and isinstance(inner, str):
-            inner = loads(inner)  # a list of parts written as JSON text
-        if isinstance(inner, str):
-            return inner if inner.strip() else None
-        if isinstance(inner, dict):
-            inner = [inner]
-        if isinstance(inner, list):
-            texts = [t for t in (_part_text(p, depth + 1, budget) for p in inner) if t]
-            if texts:
-                return "\n".join(texts)
-    return None
-
-
-def role_of(value: Any) -> str | None:
-    return _ROLES.get(str(value).lower()) if value is not None else None
 
 
 # Where a message keeps its content: GenAI's `parts`, OpenAI's `content`, LlamaIndex's
@@ -316,17 +203,6 @@ def _lc_message_type(path: Any) -> str | None:
         name = path[-1].removesuffix("Chunk")
         return name.removesuffix("Message").lower() if name.endswith("Message") else None
     return None
-
-
-def as_float(value: Any) -> float | None:
-    """A finite number from a number or numeric string; anything else is None."""
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        return None
-    try:
-        number = float(value)
-    except (ValueError, OverflowError):
-        return None
-    return number if math.isfinite(number) else None
 
 
 def find_text(value: Any, keys: tuple[str, ...], depth: int = 0) -> str | None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import re
+import string
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -191,8 +192,19 @@ def _in_prompt(text: str | None, prompt: str, whole: frozenset[str], asked: str)
         or (found in asked and 2 * len(found) > len(asked))
     ):
         return False  # too short to tell, a whole message (a prompt), or the question
+    if _a_name(found):
+        return False  # an identifier (a tool's name, a file path, a URL): no text to ground on
     # A long document the prompt cut short is found by its opening.
     return found in prompt or (len(found) > _OPENING_CHARS and found[:_OPENING_CHARS] in prompt)
+
+
+_NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_-.:/#@")
+
+
+def _a_name(text: str) -> bool:
+    """One token of ASCII identifier characters: a name, not a text (a document without
+    spaces in a script that uses none, Chinese, is text)."""
+    return _NAME_CHARS.issuperset(text)
 
 
 def _values(span: Span) -> Iterator[tuple[str, Any]]:

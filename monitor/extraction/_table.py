@@ -12,7 +12,13 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.config import AttributeSource, EventSource, MessageSource, UserConvention
+from monitor.config import (
+    AttributeSource,
+    ConventionPart,
+    EventSource,
+    MessageSource,
+    UserConvention,
+)
 from monitor.conventions import (
     CONTAINER,
     EMBEDDINGS,
@@ -22,9 +28,12 @@ from monitor.conventions import (
     OTHER,
     RETRIEVAL,
     SHIPPED,
+    TEXT_PART,
     TOOL,
+    TOOL_CALL_RESPONSE,
     Convention,
     Kind,
+    PartShape,
     Source,
     log_events_of,
 )
@@ -53,6 +62,23 @@ def _source(entry: AttributeSource, encoding: str | None = None) -> Source:
 
 def _sources(entries: Sequence[AttributeSource]) -> tuple[Source, ...]:
     return tuple(_source(e) for e in entries)
+
+
+def _part_shape(entry: ConventionPart) -> PartShape:
+    return PartShape(
+        entry.kind,
+        frozenset(entry.types),
+        entry.key,
+        text=tuple(entry.text),
+        name=tuple(entry.name),
+        title=tuple(entry.title),
+        id=tuple(entry.id),
+        data=tuple(entry.data),
+        mime_type=tuple(entry.mime_type),
+        uri=tuple(entry.uri),
+        file_id=tuple(entry.file_id),
+        modality=entry.modality,
+    )
 
 
 def from_config(entries: Sequence[UserConvention]) -> tuple[Convention, ...]:
@@ -93,6 +119,8 @@ def from_config(entries: Sequence[UserConvention]) -> tuple[Convention, ...]:
                 tool_result=_sources(entry.output),
                 conversation=_sources(entry.conversation),
                 event_bodies=tuple(entry.event_bodies),
+                part_shapes=tuple(_part_shape(p) for p in entry.parts),
+                placeholders=tuple(entry.placeholders),
             )
         )
     return tuple(out)
@@ -117,6 +145,30 @@ class Table:
         self.detail_events = frozenset(e for c in conventions for e in c.detail_events)
         self.log_events = log_events_of(conventions)
         self.placeholders = frozenset(m for c in conventions for m in c.model_placeholders)
+        # Native message parts by their type value and by the key of a keyed block, each
+        # with its shapes in table order (the user's first).
+        self.part_types: dict[str, tuple[PartShape, ...]] = {}
+        self.part_keys: dict[str, tuple[PartShape, ...]] = {}
+        for shape in (s for c in conventions for s in c.part_shapes):
+            for value in shape.types:
+                self.part_types[value] = (*self.part_types.get(value, ()), shape)
+            if shape.key is not None:
+                self.part_keys[shape.key] = (*self.part_keys.get(shape.key, ()), shape)
+        # The type values every shape of which is a text part: read at once.
+        self.text_types = frozenset(
+            t for t, of in self.part_types.items() if all(s.kind == TEXT_PART for s in of)
+        )
+        # What a raw value holds when it may hold a tool's response part.
+        self.response_marks = tuple(
+            name
+            for shapes in (self.part_types, self.part_keys)
+            for name, of in shapes.items()
+            if any(s.kind == TOOL_CALL_RESPONSE for s in of)
+        )
+        # What stands where content was withheld: exact values and prefixes (ending `:`).
+        marks = [p.casefold() for c in conventions for p in c.placeholders]
+        self.content_placeholders = frozenset(m for m in marks if not m.endswith(":"))
+        self.placeholder_prefixes = tuple(m for m in marks if m.endswith(":"))
         # The conversation's sources in table order: the user's first, whatever declared
         # a span's role.
         self.conversation = tuple(s for c in conventions for s in c.conversation)

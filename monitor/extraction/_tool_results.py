@@ -10,19 +10,20 @@ import re
 from typing import Any
 
 from monitor.conventions import INDEXED, MESSAGES
+from monitor.extraction._messages import ToolCall, ToolCallResponse, read_messages
 from monitor.extraction._sources import is_absent, present, raw, result_of, text_of
 from monitor.extraction._span_roles import TOOL, content_events, sources, span_role
 from monitor.extraction._span_values import (
     Doc,
     Retrieval,
     as_doc,
-    as_str,
     bounded,
     indexed,
     is_repr,
     loads,
     role_of,
 )
+from monitor.extraction._table import current
 from monitor.spans import Span
 
 _NO_TEXT_TYPES = frozenset(
@@ -165,19 +166,11 @@ def _call_names(calls: Any, names: dict[str, str]) -> None:
                 names[str(call["id"])] = str(name)
 
 
-def _result_parts(content: Any) -> list[dict[str, Any]]:
-    """A tool message's `tool-result` parts (the Vercel AI SDK's: `{toolCallId, toolName,
-    output: {type, value}}`)."""
-    content = loads(content)
-    if not isinstance(content, list):
-        return []
-    return [p for p in content if isinstance(p, dict) and p.get("type") == "tool-result"]
-
-
 def _message_tool_results(value: Any) -> list[Doc]:
-    """Tool results in GenAI / OpenAI-style messages (or an OpenAI request's `messages`):
-    `tool_call_response` parts (named by the earlier `tool_call` part with the same id) and
-    `role: tool` messages."""
+    """Tool results in chat messages (or a request's `messages`), read on the message model
+    (`_messages.py`): every tool call response part, whatever its native shape (named by
+    its own tool name, else by the tool call part or OpenAI-style `tool_calls` entry with
+    the same id), and `role: tool` messages whose content is the result itself."""
     value = loads(value)
     if isinstance(value, dict) and isinstance(value.get("messages"), list):
         value = value["messages"]
@@ -189,24 +182,16 @@ def _message_tool_results(value: Any) -> list[Doc]:
         if not isinstance(msg, dict):
             continue
         _call_names(msg.get("tool_calls"), names)
-        parts = loads(msg.get("parts"))
-        if isinstance(parts, list):
-            for part in parts:
-                if not isinstance(part, dict):
-                    continue
-                call_id = None if part.get("id") is None else str(part["id"])
-                if part.get("type") == "tool_call" and call_id and part.get("name"):
-                    names[call_id] = str(part["name"])
-                elif part.get("type") == "tool_call_response":
-                    result = part.get("response", part.get("result"))
-                    name = part.get("name") or (names.get(call_id) if call_id else None)
-                    docs += tool_docs(result, None if name is None else str(name))
-        elif role_of(msg.get("role")) == "tool" and _result_parts(msg.get("content")):
-            for part in _result_parts(msg["content"]):
-                output = loads(part.get("output"))
-                result = output.get("value") if isinstance(output, dict) else output
-                docs += tool_docs(result, as_str(part.get("toolName")))
-        elif role_of(msg.get("role")) == "tool" and "content" in msg:
+        read = read_messages([msg])
+        parts = read[0].parts if read else ()
+        responses = [p for p in parts if isinstance(p, ToolCallResponse)]
+        for part in parts:
+            if isinstance(part, ToolCall) and part.id and part.name:
+                names[part.id] = part.name
+        for response in responses:
+            name = response.name or (names.get(response.id) if response.id else None)
+            docs += tool_docs(response.response, name)
+        if not responses and role_of(msg.get("role")) == "tool" and "content" in msg:
             call_id = msg.get("tool_call_id")
             name = msg.get("name") or (names.get(str(call_id)) if call_id is not None else None)
             docs += tool_docs(msg["content"], None if name is None else str(name))
@@ -260,6 +245,12 @@ def _event_tool_results(span: Span) -> list[Doc]:
     return docs
 
 
+def _may_hold_results(value: str) -> bool:
+    """Whether a raw messages value may hold a tool's result: a tool message, or a part a
+    shape of the table calls a tool call response."""
+    return '"tool"' in value or any(m in value for m in current().table.response_marks)
+
+
 def tool_results(span: Span) -> list[Doc]:
     """What tools returned, as tool messages in a model call's input, in message order:
     in the first of the conventions' `model_input` sources the span carries (GenAI
@@ -273,7 +264,7 @@ def tool_results(span: Span) -> list[Doc]:
         if source.encoding == INDEXED:
             return _indexed_tool_results(a, source.key + ".")
         value = raw(source, a)
-        if source.encoding != MESSAGES or (isinstance(value, str) and "tool" not in value):
+        if source.encoding != MESSAGES or (isinstance(value, str) and not _may_hold_results(value)):
             return []  # no tool message: skip parsing the prompt a second time
         return _message_tool_results(value)
     if span.events:

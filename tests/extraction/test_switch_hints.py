@@ -75,6 +75,7 @@ def _responses_file_search(tracer: Tracer) -> None:
             "openai.response",
             attributes={
                 "gen_ai.operation.name": "chat",
+                "gen_ai.system": "openai",
                 "gen_ai.request.model": "gpt-4.1-mini",
                 "gen_ai.response.model": "gpt-4.1-mini",
                 "gen_ai.input.messages": _messages("user", QUESTION),
@@ -86,9 +87,17 @@ def _responses_file_search(tracer: Tracer) -> None:
 
 
 def _lone_app_span(tracer: Tracer) -> None:
-    """The app's request span alone: LiteLLM's callback wrote the call onto it from its own
-    thread after it had ended, and the SDK dropped what came after the end."""
+    """The app's request span alone, with no mark of any stack: no instrumentation recorded
+    the model call (whatever the reason, nothing in the trace says LiteLLM)."""
     with tracer.start_as_current_span("POST /ask", attributes={"http.route": "/ask"}):
+        pass
+
+
+def _lone_litellm_span(tracer: Tracer) -> None:
+    """The app's request span alone, carrying what LiteLLM's callback wrote onto it before
+    the span ended (its `hidden_params`), not the call: the callback's story applies."""
+    attributes = {"http.route": "/ask", "hidden_params": "{}"}
+    with tracer.start_as_current_span("POST /ask", attributes=attributes):
         pass
 
 
@@ -161,11 +170,22 @@ def test_a_lone_app_span_names_itself_not_a_missing_convention(
     spans = _spans(_lone_app_span)
     assert extract_records(spans) == []
     (line,) = _warnings(telemetry, caplog, spans)
-    assert "span 'POST /ask'" in line and "USE_OTEL_LITELLM_REQUEST_SPAN=true" in line
+    assert "span 'POST /ask'" in line and "no instrumentation recorded the model call" in line
+    assert "LiteLLM" not in line and "USE_OTEL_LITELLM_REQUEST_SPAN" not in line
     assert "declare your instrumentation" not in line and EXPLAIN in line
     out = _explained(tmp_path, _lone_app_span)
     assert "no record: the trace is one span with nothing under it" in out
-    assert "no RAG request, or one whose model call was traced after" in out
+    assert "the model client is not instrumented" in out and "LiteLLM" not in out
+
+
+def test_a_lone_span_marked_by_litellm_gets_its_callbacks_story(
+    telemetry: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
+    spans = _spans(_lone_litellm_span)
+    assert extract_records(spans) == []
+    (line,) = _warnings(telemetry, caplog, spans)
+    assert "no instrumentation recorded the model call" in line
+    assert "USE_OTEL_LITELLM_REQUEST_SPAN=true" in line
 
 
 def test_a_lone_app_span_of_a_service_that_gives_records_is_a_lost_request(
@@ -195,7 +215,7 @@ def test_a_lone_app_span_of_a_service_that_gives_records_is_a_lost_request(
     lines = [r.getMessage() for r in caplog.records if "'shop-rag'" in r.getMessage()]
     (line,) = [line for line in lines if "gave no record" in line or "alone" in line]
     assert "is the span 'POST /ask' alone, though traces under that span give records" in line
-    assert "USE_OTEL_LITELLM_REQUEST_SPAN=true" in line and EXPLAIN in line
+    assert "no instrumentation recorded the model call" in line and EXPLAIN in line
     assert "GET /health" not in "\n".join(lines)
 
 
