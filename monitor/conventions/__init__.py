@@ -2,7 +2,8 @@
 or SDK, which attribute names a span's role, where each part of a call is and how it is
 encoded, which log records it sends), the shipped entries (`_shipped.py`, with the GenAI
 operation names they read in `_operations.py`), and the log
-records the receivers take, as those entries declare them (`_log_records.py`).
+records the receivers take, as those entries declare them (`_log_records.py`); and the
+vocabularies of the verdicts an app writes into its own traces (`_verdicts.py`).
 
 It imports nothing of the monitor: the span decoders (`monitor.spans`) and the extraction
 (`monitor.extraction`, which reads the table in order, the user's entries first) both
@@ -40,13 +41,31 @@ from monitor.conventions._log_records import (
     log_events_of,
 )
 from monitor.conventions._shipped import SHIPPED
+from monitor.conventions._verdicts import (
+    BLOCKED,
+    EVALUATION,
+    FLAGGED,
+    GUARDRAIL,
+    GUARDRAIL_OUTCOMES,
+    OWN_MARK,
+    PASSED,
+    VERDICT_EVENTS,
+    VOCABULARIES,
+    Vocabulary,
+    verdict_events_of,
+)
 
 __all__ = [
+    "BLOCKED",
     "CONTAINER",
     "EMBEDDINGS",
     "ENCODINGS",
+    "EVALUATION",
     "FIELDS",
+    "FLAGGED",
     "GENKIT",
+    "GUARDRAIL",
+    "GUARDRAIL_OUTCOMES",
     "INDEXED",
     "INDEXING",
     "JSON",
@@ -58,6 +77,8 @@ __all__ = [
     "MODEL",
     "OTHER",
     "OUTPUT_EVENTS",
+    "OWN_MARK",
+    "PASSED",
     "PROMPT",
     "RETRIEVAL",
     "SCORED_NODES",
@@ -65,8 +86,12 @@ __all__ = [
     "TEXT",
     "TOOL",
     "TOOL_MESSAGES",
+    "VERDICT_EVENTS",
+    "VOCABULARIES",
     "Convention",
     "Kind",
     "Source",
+    "Vocabulary",
     "log_events_of",
+    "verdict_events_of",
 ]
