@@ -19,11 +19,11 @@ import httpx
 from harness.wait import CONDITION_S, wait_until_async
 from monitor.component import Evaluated
 from monitor.config import Config
+from monitor.exporters.otlp_events import event_attributes
 from monitor.receivers.otlp import OtlpReceivers
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.service import Service
-from monitor.shared.version import __version__
 
 QUESTION = "埃菲尔铁塔是哪一年建成的？"
 DOC = "埃菲尔铁塔于1889年建成。"
@@ -177,11 +177,12 @@ EVALUATION = "gen_ai.evaluation.result"
 
 async def test_evaluation_results_as_span_events_and_log_records_are_counted_verdicts() -> None:
     trace_id = "ab" * 16
-    own = {  # the monitor's own event, written back into the app's trace
-        "gen_ai.evaluation.name": "local_safety",
-        "gen_ai.evaluation.score.label": "fail",
-        "rag_monitor.version": __version__,
-    }
+    # The monitor's own event as its OTLP exporter writes it, back in the app's trace.
+    own = dict(
+        event_attributes(
+            EvalResult("local_safety", 0.0, 0.0, "fail", False, revision="0.1.0+abcdef12")
+        )
+    )
     events = [
         {
             "name": EVALUATION,
