@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from monitor.config._fields import Section
 
@@ -76,19 +76,25 @@ class ExternalVerdicts(Section):
     threshold: float = Field(default=0.5, ge=0.0, le=1.0)
     vocabularies: list[VerdictVocabulary] = Field(default=[], max_length=MAX_VOCABULARIES)
 
-    @model_validator(mode="after")
-    def _named_as_written(self) -> ExternalVerdicts:
-        for name in self.evaluators:
+    @field_validator("evaluators")
+    @classmethod
+    def _named_as_written(cls, names: list[str]) -> list[str]:
+        for name in names:
             if not name.startswith((EXTERNAL_PREFIX, GUARDRAIL_PREFIX)):
                 raise ValueError(
-                    f"evaluators: {name!r} does not start with {EXTERNAL_PREFIX!r} or "
-                    f"{GUARDRAIL_PREFIX!r} (external evaluators are named by who judged)"
+                    f"{name!r} does not start with {EXTERNAL_PREFIX!r} or "
+                    f"{GUARDRAIL_PREFIX!r} (an app's own evaluators are named by who judged)"
                 )
-        names = [v.name for v in self.vocabularies]
+        return names
+
+    @field_validator("vocabularies")
+    @classmethod
+    def _named_once(cls, entries: list[VerdictVocabulary]) -> list[VerdictVocabulary]:
+        names = [v.name for v in entries]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
-            raise ValueError(f"vocabularies: named twice: {', '.join(twice)}")
-        return self
+            raise ValueError(f"named twice: {', '.join(twice)}")
+        return entries
 
 
 def is_external(evaluator: str) -> bool:
