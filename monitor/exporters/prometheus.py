@@ -23,6 +23,7 @@ class MetricsSink:
 
     def __init__(self, telemetry: Telemetry) -> None:
         self._t = telemetry
+        self._guardrails = telemetry.counter("guardrail_verdicts")
 
     async def start(self) -> None:
         return None
@@ -73,10 +74,8 @@ class MetricsSink:
             t.child(t.evaluation_score, service, name).observe(value)
         for graded_series, n in safety.items():
             _add(t.child(t.safety_evaluations, *graded_series), n, exemplars.get(graded_series))
-        if guardrails:
-            counter = t.counter("guardrail_verdicts")
-            for guarded, n in guardrails.items():
-                t.child(counter, *guarded).inc(n)
+        for guarded, n in guardrails.items():
+            t.child(self._guardrails, *guarded).inc(n)
 
 
 def _add(counter: Counter, n: int, trace_id: str | None) -> None:
