@@ -39,6 +39,7 @@ class VerdictVocabulary(Section):
     explanation: list[str] = Field(default=[], max_length=MAX_ATTRIBUTES)
     category: list[str] = Field(default=[], max_length=MAX_ATTRIBUTES)
     version: list[str] = Field(default=[], max_length=MAX_ATTRIBUTES)
+    error: list[str] = Field(default=[], max_length=MAX_ATTRIBUTES)
     passing: list[str] = Field(default=[], max_length=MAX_NAMES)
     failing: list[str] = Field(default=[], max_length=MAX_NAMES)
     outcomes: dict[str, Literal["blocked", "flagged", "passed"]] = Field(

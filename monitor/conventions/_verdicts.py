@@ -17,7 +17,8 @@ evaluator its `evaluator` attributes name (the first present):
   risk category (`category`) and score (`score`).
 
 `version` is the evaluator's revision (a change of the app's judge starts a new baseline,
-never a page); `explanation` its reason. Attribute names follow the GenAI semantic
+never a page); `explanation` its reason; `error` says the evaluator failed (an error
+outcome: never a pass, never a defect). Attribute names follow the GenAI semantic
 conventions (`gen_ai.evaluation.*` with the evaluator provenance of the open proposal) and
 the two guardrail vocabularies in use: `gen_ai.guardrail.*` (`result.*`, `risk.*`) and the
 older `gen_ai.security.*` (`verdict.*`, `action.*`).
@@ -56,6 +57,7 @@ class Vocabulary:
     explanation: tuple[str, ...] = ()
     category: tuple[str, ...] = ()
     version: tuple[str, ...] = ()
+    error: tuple[str, ...] = ()
     passing: frozenset[str] = frozenset()
     failing: frozenset[str] = frozenset()
     outcomes: Mapping[str, str] = field(default_factory=dict)
@@ -74,6 +76,7 @@ GENAI_EVALUATION = Vocabulary(
     label=("gen_ai.evaluation.score.label",),
     explanation=("gen_ai.evaluation.explanation",),
     version=("gen_ai.evaluation.evaluator.version",),
+    error=("error.type",),
     passing=_PASSING,
     failing=_FAILING,
 )

@@ -72,6 +72,7 @@ def from_config(entries: Sequence[VerdictVocabulary]) -> tuple[Vocabulary, ...]:
             explanation=tuple(entry.explanation),
             category=tuple(entry.category),
             version=tuple(entry.version),
+            error=tuple(entry.error),
             passing=frozenset(v.lower() for v in entry.passing),
             failing=frozenset(v.lower() for v in entry.failing),
             outcomes={k.lower(): v for k, v in entry.outcomes.items()},
@@ -209,6 +210,11 @@ def _result(
     if explanation is not None:
         explanation = explanation[:_MAX_EXPLANATION]
     version = _text(_first(attributes, vocabulary.version))
+    error = _text(_first(attributes, vocabulary.error))
+    if error is not None:  # the app's evaluator failed: an error, never a pass or a defect
+        prefix = EXTERNAL_PREFIX if vocabulary.kind == EVALUATION else GUARDRAIL_PREFIX
+        detail = f"{error}: {explanation}" if explanation else error
+        return EvalResult(name=f"{prefix}{name}", error=detail, revision=version)
     if vocabulary.kind == EVALUATION:
         folded = label.lower() if label is not None else None
         normalized = score if score is not None and 0.0 <= score <= 1.0 else None

@@ -206,7 +206,15 @@ async def test_evaluation_results_as_span_events_and_log_records_are_counted_ver
                 "gen_ai.evaluation.evaluator.version": "judge-v1",
                 "gen_ai.evaluation.evaluator.type": "llm_judge",
             },
-        }
+        },
+        {  # the app's evaluator failed: an error, never a pass or a defect
+            "name": EVALUATION,
+            "at": {
+                "gen_ai.evaluation.name": "context_recall",
+                "error.type": "TimeoutError",
+                "gen_ai.evaluation.explanation": "判定超时",
+            },
+        },
     ]
     async with running(_config()) as (service, capture, base):
         results = await _send(
@@ -229,6 +237,15 @@ async def test_evaluation_results_as_span_events_and_log_records_are_counted_ver
             for name in ("external:相关性", "external:faithfulness", "external:local_safety")
             for outcome in ("pass", "fail")
         }
+        errors = _metric(
+            service,
+            "evaluations_total",
+            service="judged-app",
+            version="",
+            route="/ask",
+            evaluator="external:context_recall",
+            outcome="error",
+        )
         own_refused = _metric(
             service, "external_verdicts_refused_total", service="judged-app", reason="own"
         )
@@ -248,6 +265,8 @@ async def test_evaluation_results_as_span_events_and_log_records_are_counted_ver
         ("external:local_safety", "fail"): 0,
     }
     assert own_refused == 1
+    recall = results["external:context_recall"]
+    assert (recall.outcome, recall.error, errors) == ("error", "TimeoutError: 判定超时", 1)
 
 
 async def test_guardrail_verdicts_in_both_vocabularies_are_safety_verdicts() -> None:
