@@ -8,9 +8,10 @@ A verdict is data its sender controls, so (`external_verdicts`): only the servic
 in `services` (all when empty) and the evaluators named in `evaluators` (any when empty)
 are taken; per service at most `max_evaluators_per_service` distinct evaluator names, and
 per evaluator at most `max_labels_per_evaluator` distinct labels (a guardrail's risk
-categories), the first seen holding their places for the process's life; names and
-labels longer than `max_label_chars` are refused. Services are counted by their label
-(`Telemetry.service_cap`), so the places kept are bounded too. Every refusal is counted in
+categories), the first seen holding their places while the service holds its label;
+names and labels longer than `max_label_chars` are refused. Services are counted by their
+label (`Telemetry.service_cap`), and a label that loses its slot forgets its places, so
+what is kept is bounded too. Every refusal is counted in
 `external_verdicts_refused_total{service,reason}` and logged once per service and reason
 an hour, with the evaluator that was refused (the monitor's own events, read back, at
 info level: a collector that sends the app's traces and the monitor's events to the
@@ -61,6 +62,16 @@ class ExternalScreen:
         self._names: dict[str, set[str]] = {}  # service label → evaluator names admitted
         self._labels: dict[tuple[str, str], set[str]] = {}  # (service, evaluator) → labels
         self._log = RateLimitedLog(log, interval_s=3600.0)
+        # A service label that loses its slot forgets its places: what is kept follows the
+        # service labels held, not every one ever seen.
+        telemetry.service_cap.on_evict(self._forget)
+
+    def _forget(self, service: str) -> None:
+        # Called where the label was looked up (any thread): `list` copies the keys at once.
+        if self._names.pop(service, None) is not None:
+            for key in list(self._labels):
+                if key[0] == service:
+                    self._labels.pop(key, None)
 
     def take(
         self, service: str, label: str, verdicts: Mapping[str, EvalResult], trace_id: str
