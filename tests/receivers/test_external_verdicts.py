@@ -419,3 +419,47 @@ async def test_verdicts_are_not_read_when_external_verdicts_are_off() -> None:
     async with running(_config(enabled=False)) as (_, capture, base):
         results = await _send(base, capture, trace_id, _spans(trace_id, "judged-app", events))
     assert set(results) == {"local_safety"}
+
+
+async def test_a_vocabulary_declared_in_the_config_is_read_from_log_records() -> None:
+    """A third guardrail vocabulary, as data in `external_verdicts.vocabularies`: its log
+    records are taken by the receiver and its values mapped to outcomes."""
+    trace_id = "7c" * 16
+    vocabulary = {
+        "name": "acme-guard",
+        "kind": "guardrail",
+        "events": ["acme.guard.result"],
+        "evaluator": ["acme.guard.name"],
+        "label": ["acme.guard.decision"],
+        "category": ["acme.guard.category"],
+        "version": ["acme.guard.model_version"],
+        "outcomes": {"DENY": "blocked", "REVIEW": "flagged", "ALLOW": "passed"},
+    }
+    logs = [
+        {
+            "name": "acme.guard.result",
+            "at": {
+                "acme.guard.name": "内容审核",
+                "acme.guard.decision": "review",
+                "acme.guard.category": "仇恨言论",
+                "acme.guard.model_version": "2026.11",
+            },
+        }
+    ]
+    async with running(_config(vocabularies=[vocabulary])) as (service, capture, base):
+        results = await _send(
+            base, capture, trace_id, _spans(trace_id, "acme-app"), _logs(trace_id, "acme-app", logs)
+        )
+        flagged = _metric(
+            service,
+            "guardrail_verdicts_total",
+            service="acme-app",
+            version="",
+            route="/ask",
+            guardrail="guardrail:内容审核",
+            category="仇恨言论",
+            verdict="flagged",
+        )
+    verdict = results["guardrail:内容审核"]
+    assert (verdict.label, verdict.passed, verdict.revision) == ("flagged", False, "2026.11")
+    assert flagged == 1
