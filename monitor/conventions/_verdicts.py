@@ -35,7 +35,6 @@ GUARDRAIL: Final = "guardrail"
 BLOCKED: Final = "blocked"
 FLAGGED: Final = "flagged"
 PASSED: Final = "passed"
-GUARDRAIL_OUTCOMES = (BLOCKED, FLAGGED, PASSED)
 # What the monitor writes on its own `gen_ai.evaluation.result` events (its version), so
 # that they are never read back as an app's verdicts (`monitor/exporters/otlp_events.py`).
 OWN_MARK: Final = "rag_monitor.version"

@@ -30,7 +30,6 @@ from monitor.extraction._table import from_config as conventions_from_config
 from monitor.extraction._table import log_events_taken
 from monitor.extraction._trace_tree import feedback_of, route_of, trace_shape
 from monitor.extraction._verdicts import OUTCOME_OF_SEVERITY as GUARDRAIL_OUTCOME_OF
-from monitor.extraction._verdicts import REFUSALS as VERDICT_REFUSALS
 from monitor.extraction._verdicts import TraceVerdicts, read_verdicts
 from monitor.extraction._verdicts import from_config as vocabularies_from_config
 
@@ -43,7 +42,6 @@ __all__ = [
     "INSTRUMENTATION",
     "SHIPPED_CONVENTIONS",
     "SUSPECT_REASONS",
-    "VERDICT_REFUSALS",
     "Cause",
     "Convention",
     "Extraction",

@@ -8,9 +8,9 @@ A verdict rides a span event, an OTLP log record (an event span: `LOG_EVENT_KEY`
 of the span it names) or a guardrail span's own attributes. It belongs to the record whose
 span is the carrier's span or its nearest ancestor, else to the trace's first record. An
 event the monitor wrote itself (`OWN_MARK`) is never read back. Per record and evaluator
-the latest verdict stands. What could not be read is counted by reason (`REFUSALS`); who
-may send them and how many is the evaluation stage's to decide
-(`monitor/processors/evaluation/_external.py`).
+the latest verdict stands. What could not be read is counted by reason (`OWN`,
+`UNREADABLE`, `NO_RECORD`); who may send them and how many is the evaluation stage's to
+decide (`monitor/processors/evaluation/_external.py`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ from monitor.spans import LOG_EVENT_KEY, Span, SpanEvent
 OWN = "own"  # the monitor's own event, written back into the trace
 UNREADABLE = "unreadable"  # no evaluator name, or neither a verdict label nor a usable score
 NO_RECORD = "no_record"  # the trace gave no record to join it to
-REFUSALS = (OWN, UNREADABLE, NO_RECORD)
 # A guardrail's outcome as a severity, so that its categories count as safety verdicts.
 _SEVERITY: dict[str, Severity] = {BLOCKED: "high", FLAGGED: "medium", PASSED: "very_low"}
 OUTCOME_OF_SEVERITY = {severity: outcome for outcome, severity in _SEVERITY.items()}
