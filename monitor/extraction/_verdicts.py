@@ -33,7 +33,7 @@ from monitor.conventions import (
     Vocabulary,
 )
 from monitor.records import RagRecord
-from monitor.results import EvalResult, Severity
+from monitor.results import SEVERITIES, EvalResult, Severity
 from monitor.spans import LOG_EVENT_KEY, Span, SpanEvent
 
 # Why a verdict found in a trace was not taken, before the stage's screen.
@@ -126,12 +126,12 @@ def _merged(before: EvalResult | None, result: EvalResult) -> EvalResult:
     categories add up, each category keeping its worst outcome, the verdict the worst."""
     if before is None or before.safety is None or result.safety is None:
         return result
-    rank = {"very_low": 0, "low": 1, "medium": 2, "high": 3}
+    rank = SEVERITIES.index
     safety = dict(before.safety)
     for category, severity in result.safety.items():
-        if rank[severity] >= rank[safety.get(category, "very_low")]:
+        if rank(severity) >= rank(safety.get(category, "very_low")):
             safety[category] = severity
-    worst = max(safety.values(), key=rank.__getitem__)
+    worst = max(safety.values(), key=rank)
     outcome = OUTCOME_OF_SEVERITY[worst]
     return dataclasses.replace(result, label=outcome, passed=outcome == PASSED, safety=safety)
 
