@@ -30,8 +30,8 @@ def _span(
     )
 
 
-def _event(at: int, name: str = EVAL, **attrs: Any) -> SpanEvent:
-    return SpanEvent(name, at, {k.replace("__", "."): v for k, v in attrs.items()})
+def _event(at: int, attributes: dict[str, Any], name: str = EVAL) -> SpanEvent:
+    return SpanEvent(name, at, attributes)
 
 
 def _record(span_id: str) -> RagRecord:
@@ -41,11 +41,9 @@ def _record(span_id: str) -> RagRecord:
 def test_each_verdict_joins_the_record_whose_span_is_its_nearest_ancestor() -> None:
     """Two requests in one trace (a conversation's turns under one root): the judge's
     events on their model calls join their own request's record."""
-    first = _event(
-        5, **{"gen_ai__evaluation__name": "忠实度", "gen_ai__evaluation__score__label": "pass"}
-    )
+    first = _event(5, {"gen_ai.evaluation.name": "忠实度", "gen_ai.evaluation.score.label": "pass"})
     second = _event(
-        6, **{"gen_ai__evaluation__name": "忠实度", "gen_ai__evaluation__score__label": "fail"}
+        6, {"gen_ai.evaluation.name": "忠实度", "gen_ai.evaluation.score.label": "fail"}
     )
     spans = [
         _span("01"),
@@ -66,12 +64,12 @@ def test_a_guardrails_findings_on_several_categories_add_up_worst_first() -> Non
     findings = [
         _event(
             t,
-            "gen_ai.security.finding",
-            **{
-                "gen_ai__security__guardrail__name": "shield",
-                "gen_ai__security__verdict__type": verdict,
-                "gen_ai__security__risk__category": category,
+            {
+                "gen_ai.security.guardrail.name": "shield",
+                "gen_ai.security.verdict.type": verdict,
+                "gen_ai.security.risk.category": category,
             },
+            "gen_ai.security.finding",
         )
         for t, verdict, category in (
             (3, "warn", "pii"),
@@ -87,19 +85,15 @@ def test_a_guardrails_findings_on_several_categories_add_up_worst_first() -> Non
 
 def test_what_is_not_taken_is_counted_by_reason() -> None:
     unreadable = _event(
-        3, **{"gen_ai__evaluation__name": "tone", "gen_ai__evaluation__score__label": "très bien"}
+        3, {"gen_ai.evaluation.name": "tone", "gen_ai.evaluation.score.label": "très bien"}
     )
-    on_a_scale = _event(
-        4, **{"gen_ai__evaluation__name": "tone", "gen_ai__evaluation__score__value": 4.0}
-    )
-    own = _event(5, **{"gen_ai__evaluation__name": "local_safety", "rag_monitor__version": "0.1.0"})
-    nameless = _event(6, **{"gen_ai__evaluation__score__label": "pass"})
+    on_a_scale = _event(4, {"gen_ai.evaluation.name": "tone", "gen_ai.evaluation.score.value": 4.0})
+    own = _event(5, {"gen_ai.evaluation.name": "local_safety", "rag_monitor.version": "0.1.0"})
+    nameless = _event(6, {"gen_ai.evaluation.score.label": "pass"})
     spans = [_span("01", events=[unreadable, on_a_scale, own, nameless])]
     verdicts = read_verdicts(spans, [_record("01")])
     assert verdicts.by_record == [{}]
     assert verdicts.refused == {"unreadable": 3, "own": 1}
-    passed = _event(
-        7, **{"gen_ai__evaluation__name": "tone", "gen_ai__evaluation__score__label": "pass"}
-    )
+    passed = _event(7, {"gen_ai.evaluation.name": "tone", "gen_ai.evaluation.score.label": "pass"})
     none = read_verdicts([_span("01", events=[passed])], [])
     assert none.by_record == [] and none.refused == {"no_record": 1}
