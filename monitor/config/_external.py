@@ -58,8 +58,8 @@ class VerdictVocabulary(Section):
 
 
 class ExternalVerdicts(Section):
-    """`enabled`: read them at all. `services`: the services whose verdicts are taken
-    (empty: every service). `evaluators`: the evaluator names taken, as written
+    """`enabled`: read them at all. `services`: the services whose verdicts are taken, by
+    the `service.name` of the span or log record that carries each (empty: every service). `evaluators`: the evaluator names taken, as written
     (`external:relevance`, `guardrail:pii`; empty: any, up to the bounds).
     `max_evaluators_per_service` and `max_labels_per_evaluator`: how many distinct
     evaluator names a service, and distinct labels (guardrail categories) an evaluator,

@@ -50,10 +50,12 @@ UNCATEGORIZED = "unspecified"
 
 @dataclass(frozen=True, slots=True)
 class TraceVerdicts:
-    """A trace's verdicts: per record, by evaluator; and the ones not taken, by reason."""
+    """A trace's verdicts: per record, by evaluator, and who sent each (the `service.name`
+    of the span or log record that carried it); the ones not taken, by reason."""
 
     by_record: list[dict[str, EvalResult]]
     refused: Tally[str] = field(default_factory=Tally)
+    senders: list[dict[str, str]] = field(default_factory=list)
 
 
 def from_config(entries: Sequence[VerdictVocabulary]) -> tuple[Vocabulary, ...]:
@@ -93,7 +95,7 @@ def read_verdicts(
         for name in vocabulary.events:
             by_event.setdefault(name, vocabulary)
     on_spans = [v for v in vocabularies if v.span_key is not None]
-    found: list[tuple[int, str, EvalResult]] = []  # (time, carrier span, verdict)
+    found: list[tuple[int, str, str, EvalResult]] = []  # (time, carrier span, sender, verdict)
     refused: Tally[str] = Tally()
     for span in spans:
         from_log = span.attribute(LOG_EVENT_KEY) is not None
@@ -110,15 +112,17 @@ def read_verdicts(
                 attributes = _with_body(event.attributes)
                 _take(carried, attributes, threshold, found, refused, where, span, event)
     by_record: list[dict[str, EvalResult]] = [{} for _ in records]
+    senders: list[dict[str, str]] = [{} for _ in records]
     if found and not records:
         refused[NO_RECORD] += len(found)
     elif found:
         parents = {span.span_id: span.parent_span_id for span in spans}
         record_at = {r.span_id: i for i, r in enumerate(records) if r.span_id}
-        for _, carrier, result in sorted(found, key=lambda f: f[0]):
-            taken = by_record[_record_of(carrier, parents, record_at)]
-            taken[result.name] = _merged(taken.get(result.name), result)
-    return TraceVerdicts(by_record, refused)
+        for _, carrier, sender, result in sorted(found, key=lambda f: f[0]):
+            at = _record_of(carrier, parents, record_at)
+            by_record[at][result.name] = _merged(by_record[at].get(result.name), result)
+            senders[at][result.name] = sender
+    return TraceVerdicts(by_record, refused, senders)
 
 
 def _merged(before: EvalResult | None, result: EvalResult) -> EvalResult:
@@ -140,7 +144,7 @@ def _take(
     vocabulary: Vocabulary,
     attributes: Mapping[str, Any],
     threshold: float,
-    found: list[tuple[int, str, EvalResult]],
+    found: list[tuple[int, str, str, EvalResult]],
     refused: Tally[str],
     where: str,
     span: Span,
@@ -154,7 +158,7 @@ def _take(
         refused[UNREADABLE] += 1
         return
     when = event.time_unix_nano if event is not None else span.end_unix_nano
-    found.append((when, where, result))
+    found.append((when, where, span.service, result))
 
 
 def _with_body(attributes: Mapping[str, Any]) -> Mapping[str, Any]:

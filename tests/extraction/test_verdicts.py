@@ -27,6 +27,7 @@ def _span(
         2,
         attributes=attrs,
         events=events or [],
+        service="svc",
     )
 
 
@@ -58,6 +59,7 @@ def test_each_verdict_joins_the_record_whose_span_is_its_nearest_ancestor() -> N
         {"external:忠实度": False},
     ]
     assert not verdicts.refused
+    assert verdicts.senders == [{"external:忠实度": "svc"}, {"external:忠实度": "svc"}]
 
 
 def test_a_guardrails_findings_on_several_categories_add_up_worst_first() -> None:

@@ -4,8 +4,9 @@ join a record's results and go where the monitor's own go (metrics, results file
 events, the alert engine, whose sender screen then judges them with the record's sender
 as it judges the monitor's verdicts).
 
-A verdict is data its sender controls, so (`external_verdicts`): only the services named
-in `services` (all when empty) and the evaluators named in `evaluators` (any when empty)
+A verdict is data its sender controls, so (`external_verdicts`): only verdicts sent by the
+services named in `services` (all when empty: the `service.name` of the span or log
+record carrying it, whichever trace it joins) and the evaluators named in `evaluators` (any when empty)
 are taken; per service at most `max_evaluators_per_service` distinct evaluator names, and
 per evaluator at most `max_labels_per_evaluator` distinct labels (a guardrail's risk
 categories), the first seen holding their places while the service holds its label;
@@ -74,13 +75,18 @@ class ExternalScreen:
                     self._labels.pop(key, None)
 
     def take(
-        self, service: str, label: str, verdicts: Mapping[str, EvalResult], trace_id: str
+        self,
+        senders: Mapping[str, str],
+        label: str,
+        verdicts: Mapping[str, EvalResult],
+        trace_id: str,
     ) -> dict[str, EvalResult]:
-        """Those of one record's `verdicts` that pass; `service` as sent, `label` its
-        metric label."""
+        """Those of one record's `verdicts` that pass; `senders`: the service that sent
+        each (the `service.name` of the span or log record carrying it), `label` the
+        record's service label, which the bounds are kept by."""
         taken: dict[str, EvalResult] = {}
         for name, result in verdicts.items():
-            reason = self._refusal(service, label, name, result)
+            reason = self._refusal(senders.get(name, ""), label, name, result)
             if reason is None:
                 taken[name] = result
             else:

@@ -106,12 +106,10 @@ class BatchTasks:
         if verdicts.refused:
             service = flights[0].service if flights else _trace_service(item, self._t)
             self._external.refused(service, verdicts.refused, trace_id=trace_id)
-        for flight, found in zip(flights, verdicts.by_record, strict=False):
+        for i, (flight, found) in enumerate(zip(flights, verdicts.by_record, strict=False)):
             if found:
-                record = flight.record
-                flight.results.update(
-                    self._external.take(record.service, flight.service, found, trace_id)
-                )
+                senders = verdicts.senders[i] if i < len(verdicts.senders) else {}
+                flight.results.update(self._external.take(senders, flight.service, found, trace_id))
 
     def _flight(
         self,
