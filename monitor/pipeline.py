@@ -28,6 +28,7 @@ from monitor.audit.sink import AuditSink
 from monitor.boosts import SamplingBoosts
 from monitor.component import Component, Notifier, ResultSink
 from monitor.config import Config, EvaluatorConfig, parse_duration
+from monitor.conventions import verdict_events_of
 from monitor.evaluators.base import CpuScorer, Evaluator
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build, check_evaluators
@@ -42,7 +43,11 @@ from monitor.exporters.firing_alerts import FiringAlertsPage
 from monitor.exporters.metrics_port import HealthServer, web_config_asks
 from monitor.exporters.prometheus import MetricsSink
 from monitor.exporters.results_file import ResultsFileSink
-from monitor.extraction import conventions_from_config, log_events_taken
+from monitor.extraction import (
+    conventions_from_config,
+    log_events_taken,
+    vocabularies_from_config,
+)
 from monitor.judge.definitions import needs_judge
 from monitor.pool import ProcessPool
 from monitor.processors.budget import BudgetGate
@@ -221,7 +226,10 @@ def build_pipeline(
         observer=debug,
         limits=SizeLimits(**config.record_limits.model_dump()),
         shares=FairShares(config.pipeline.queue_size, config.pipeline.max_services),
-        log_events=log_events_taken(conventions_from_config(config.extraction.conventions)),
+        log_events=log_events_taken(
+            conventions_from_config(config.extraction.conventions),
+            verdict_events_of(vocabularies_from_config(config.external_verdicts.vocabularies)),
+        ),
     )
     trace_node = add("trace stage", trace, stage_node, metrics_port)
 
@@ -373,6 +381,9 @@ def _evaluation_stage(
         # detector runs anyway (its word vectors are the topics').
         topics=bool(config.alerts.rules and cpu_entries),
         revisions=revisions,
+        verdicts=config.external_verdicts.enabled,
+        vocabularies=vocabularies_from_config(config.external_verdicts.vocabularies),
+        verdict_threshold=config.external_verdicts.threshold,
     )
     pool = (
         ProcessPool(
@@ -401,6 +412,7 @@ def _evaluation_stage(
         revisions=revisions,
         judge_timeout_s=judge_timeout_s,
         previous=previous,
+        external=config.external_verdicts,
         clock=clock,
     )
 

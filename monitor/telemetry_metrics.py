@@ -170,6 +170,16 @@ _ROWS = (
         "Safety verdicts by harm category and severity.",
     ),
     counter(
+        "guardrail_verdicts",
+        "service version route guardrail category verdict",
+        "An app's own guardrail verdicts read from its traces (guardrail: guardrail:<name>), by risk category and verdict (blocked, flagged, passed).",
+    ),
+    counter(
+        "external_verdicts_refused",
+        "service reason",
+        "An app's own verdicts (evaluation results, guardrail verdicts) in its traces not taken, by reason (own, unreadable, no_record, service_not_allowed, evaluator_not_allowed, too_many_evaluators, too_many_labels, too_long).",
+    ),
+    counter(
         "previous_revision_evaluations",
         "evaluator revision outcome",
         "Verdicts of evaluators' previous revisions (evaluators[].previous) on records their evaluator also judged, by outcome: for the alert rules' changeover only, in no other metric.",

@@ -21,6 +21,7 @@ from monitor.config import (
     EvaluatorConfig,
     dump_yaml,
     effective_config,
+    is_external,
     is_loopback_host,
     load_config,
     mask_url,
@@ -349,6 +350,14 @@ def _explain(config: Config) -> list[str]:
         language = resolved(entry).language
         said = "" if language is None else f", language {language}"
         lines.append(f"evaluator {entry.name}{rate}{said}")
+    external = config.external_verdicts
+    if external.enabled:
+        senders = ", ".join(external.services) if external.services else "every service"
+        names = ", ".join(external.evaluators) if external.evaluators else "any evaluator"
+        lines.append(
+            f"an app's own verdicts (external:, guardrail:) read from {senders}: {names}, "
+            f"at most {external.max_evaluators_per_service} a service"
+        )
     audit = config.audit
     if audit.enabled:
         lines.append(
@@ -372,7 +381,10 @@ def _explain(config: Config) -> list[str]:
         form = "log records" if otlp.signal == "logs" else "span events"
         lines.append(f"evaluation events as OTLP {form} to {otlp.endpoint} ({otlp.protocol})")
     for rule in config.alerts.rules:
-        lines.append(summary(rule, config.alerts.false_page_every))
+        line = summary(rule, config.alerts.false_page_every)
+        if rule.evaluator is not None and is_external(rule.evaluator):
+            line += f" on the app's own judge {rule.evaluator}"
+        lines.append(line)
         if rule.boost is not None:
             lines.append(
                 f"alert {rule.name}: {rule.evaluator} sampled at {rule.boost.sample_rate:g}"

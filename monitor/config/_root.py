@@ -10,6 +10,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from monitor.config._audit import Audit, AuditSection
 from monitor.config._evaluators import DEFAULT_LOCAL_EVALUATORS, EvaluatorConfig, Judge, Redaction
+from monitor.config._external import ExternalVerdicts, is_external
 from monitor.config._extraction import Extraction
 from monitor.config._fields import Section
 from monitor.config._outputs import DEFAULT_RULES, Alerts, Exporters
@@ -27,6 +28,7 @@ class Config(Section):
     judge: Judge = Judge()
     redaction: Redaction = Redaction()
     evaluators: list[EvaluatorConfig] = [EvaluatorConfig(name=n) for n in DEFAULT_LOCAL_EVALUATORS]
+    external_verdicts: ExternalVerdicts = ExternalVerdicts()
     audit: AuditSection = Audit()  # after `evaluators`, which it names
     alerts: Alerts = Alerts()
     exporters: Exporters = Exporters()
@@ -85,6 +87,20 @@ class Config(Section):
             rules,
             self.sampling.rate,
         )
+        external = self.external_verdicts
+        for i, rule in enumerate(self.alerts.rules):
+            if rule.evaluator is None or not is_external(rule.evaluator):
+                continue
+            if not external.enabled:
+                problems.append(
+                    f"alerts.rules.{i}.evaluator: {rule.evaluator!r} is an app's own judge and "
+                    "external_verdicts.enabled is false: it would never have a verdict"
+                )
+            elif external.evaluators and rule.evaluator not in external.evaluators:
+                problems.append(
+                    f"alerts.rules.{i}.evaluator: {rule.evaluator!r} is not among "
+                    "external_verdicts.evaluators, the only ones taken"
+                )
         if problems:
             raise ValueError("\n".join(problems))
         return self
@@ -99,7 +115,8 @@ def reference_problems(
 ) -> list[str]:
     """What the sections say of each other, every problem at once: an evaluator listed
     twice, a rule or an escalation naming an evaluator that is not configured (with the
-    nearest configured name), a boost that would not raise its evaluator's rate above the
+    nearest configured name; an app's own judge, `external:` or `guardrail:`, is not
+    configured there), a boost that would not raise its evaluator's rate above the
     base rate (`sampling.rate` × its `sample_rate`). `rules`: each rule's evaluator and
     boost rate. The loader also calls it on a file that failed validation elsewhere, with
     what could be read."""
@@ -109,7 +126,14 @@ def reference_problems(
         problems.append(f"evaluators: listed twice: {', '.join(duplicates)}")
     rate_of = dict(zip(names, sample_rates, strict=True))
     for i, (evaluator, boost) in enumerate(rules):
-        if evaluator is not None and evaluator not in names:
+        if evaluator is not None and is_external(evaluator):
+            # An app's own judge (`external_verdicts`): its verdicts come with the traces.
+            if boost is not None:
+                problems.append(
+                    f"alerts.rules.{i}.boost: {evaluator} is an app's own judge, whose "
+                    "sampling the monitor does not decide"
+                )
+        elif evaluator is not None and evaluator not in names:
             hint = _nearest(evaluator, names)
             problems.append(f"alerts.rules.{i}.evaluator: {evaluator!r} is not configured{hint}")
         elif evaluator is not None and boost is not None:

@@ -2,7 +2,8 @@
 or SDK, which attribute names a span's role, where each part of a call is and how it is
 encoded, which log records it sends), the shipped entries (`_shipped.py`, with the GenAI
 operation names they read in `_operations.py`), and the log
-records the receivers take, as those entries declare them (`_log_records.py`).
+records the receivers take, as those entries declare them (`_log_records.py`); and the
+vocabularies of the verdicts an app writes into its own traces (`_verdicts.py`).
 
 It imports nothing of the monitor: the span decoders (`monitor.spans`) and the extraction
 (`monitor.extraction`, which reads the table in order, the user's entries first) both
@@ -56,17 +57,33 @@ from monitor.conventions._parts import (
     PartShape,
 )
 from monitor.conventions._shipped import SHIPPED
+from monitor.conventions._verdicts import (
+    BLOCKED,
+    EVALUATION,
+    FLAGGED,
+    GUARDRAIL,
+    OWN_MARK,
+    PASSED,
+    VERDICT_EVENTS,
+    VOCABULARIES,
+    Vocabulary,
+    verdict_events_of,
+)
 
 __all__ = [
     "BLOB",
+    "BLOCKED",
     "CONTAINER",
     "DOCUMENT",
     "EMBEDDINGS",
     "ENCODINGS",
+    "EVALUATION",
     "FIELDS",
     "FILE",
+    "FLAGGED",
     "GENERIC",
     "GENKIT",
+    "GUARDRAIL",
     "INDEXED",
     "INDEXING",
     "JSON",
@@ -78,8 +95,10 @@ __all__ = [
     "MODEL",
     "OTHER",
     "OUTPUT_EVENTS",
+    "OWN_MARK",
     "PART_KINDS",
     "PART_TYPE_MEMBERS",
+    "PASSED",
     "PROMPT",
     "REASONING",
     "RETRIEVAL",
@@ -94,9 +113,13 @@ __all__ = [
     "TOOL_CALL_RESPONSE",
     "TOOL_MESSAGES",
     "URI",
+    "VERDICT_EVENTS",
+    "VOCABULARIES",
     "Convention",
     "Kind",
     "PartShape",
     "Source",
+    "Vocabulary",
     "log_events_of",
+    "verdict_events_of",
 ]

@@ -9,6 +9,7 @@ from types import MappingProxyType
 
 from monitor.conventions._entry import Convention
 from monitor.conventions._shipped import SHIPPED
+from monitor.conventions._verdicts import VERDICT_EVENTS
 
 
 def log_events_of(conventions: Iterable[Convention]) -> frozenset[str]:
@@ -21,7 +22,8 @@ def log_events_of(conventions: Iterable[Convention]) -> frozenset[str]:
 LOG_LINE_EVENTS = MappingProxyType(
     {start: event for c in SHIPPED for start, event in c.log_lines.items()}
 )
-# The events the shipped conventions take log records as.
-LOG_EVENTS = log_events_of(SHIPPED)
+# The events the shipped conventions take log records as, and those carrying the app's
+# own verdicts (`_verdicts.py`).
+LOG_EVENTS = log_events_of(SHIPPED) | VERDICT_EVENTS
 # The log events that carry a model call's output.
 OUTPUT_EVENTS = frozenset(e for c in SHIPPED for e in c.output_events)

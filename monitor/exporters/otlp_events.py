@@ -14,7 +14,10 @@ Each evaluator's result is one event with the GenAI semantic-convention attribut
   version and detector, a judge's model, prompt and parameters), and
   `gen_ai.evaluation.evaluator.type` — `llm_judge` or `deterministic`; the provenance
   attributes proposed for `gen_ai.evaluation.*` (semantic-conventions-genai pull request
-  359), so that two verdicts are compared only when the same revision gave them.
+  359), so that two verdicts are compared only when the same revision gave them;
+- `rag_monitor.version` — the monitor's version: the mark that keeps these events from
+  being read back as the app's own verdicts (`monitor/conventions/_verdicts.py`), should
+  they reach the monitor again through the app's collector.
 
 The events travel as one of two signals (`exporters.otlp.signal`):
 
@@ -71,6 +74,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFl
 from opentelemetry.util.types import AttributeValue
 
 from monitor.component import Evaluated
+from monitor.conventions import OWN_MARK
 from monitor.exporters._detached import detached
 from monitor.exporters._sending import RetryableError, SendingQueue
 from monitor.exporters.extracted import Redact, shown_results
@@ -132,7 +136,11 @@ def create_exporter(
 
 
 def event_attributes(result: EvalResult) -> dict[str, AttributeValue]:
-    attrs: dict[str, AttributeValue] = {"gen_ai.evaluation.name": result.name}
+    # The monitor's mark: an app's verdicts are read from its traces, these never are.
+    attrs: dict[str, AttributeValue] = {
+        "gen_ai.evaluation.name": result.name,
+        OWN_MARK: __version__,
+    }
     if result.outcome == "error":
         attrs["error.type"] = (result.error or "error").split(":", 1)[0][:100]
     else:

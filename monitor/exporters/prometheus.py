@@ -1,5 +1,8 @@
 """Prometheus: the metrics sink, counting every finished evaluation into the series
-`/metrics` serves (`metrics_port.py` serves them)."""
+`/metrics` serves (`metrics_port.py` serves them). An app's own guardrail verdicts
+(`guardrail:` evaluators) are counted as safety verdicts of their risk categories (blocked
+as severity high, flagged medium, passed very_low) and, as they were given, in
+`guardrail_verdicts_total`."""
 
 from __future__ import annotations
 
@@ -9,6 +12,8 @@ from collections.abc import Sequence
 from prometheus_client import Counter
 
 from monitor.component import Evaluated
+from monitor.config import GUARDRAIL_PREFIX
+from monitor.extraction import GUARDRAIL_OUTCOME_OF
 from monitor.telemetry import Telemetry
 
 
@@ -18,6 +23,7 @@ class MetricsSink:
 
     def __init__(self, telemetry: Telemetry) -> None:
         self._t = telemetry
+        self._guardrails = telemetry.counter("guardrail_verdicts")
 
     async def start(self) -> None:
         return None
@@ -35,6 +41,7 @@ class MetricsSink:
         safety: Tally[tuple[str, str, str, str]] = Tally()
         exemplars: dict[tuple[str, ...], str] = {}  # the last defect's trace id per series
         scores: list[tuple[str, str, float]] = []
+        guardrails: Tally[tuple[str, str, str, str, str, str]] = Tally()
         for evaluated in batch:
             record, results = evaluated.record, evaluated.results
             service = t.service_cap(record.service)
@@ -52,17 +59,23 @@ class MetricsSink:
                 if result.normalized is not None:
                     scores.append((service, name, result.normalized))
                 if result.safety:
+                    guardrail = name.startswith(GUARDRAIL_PREFIX)
                     for category, severity in result.safety.items():
                         graded = (service, version, category, severity)
                         safety[graded] += 1
                         if severity != "very_low" and trace_id:
                             exemplars[graded] = trace_id
+                        if guardrail:
+                            verdict = GUARDRAIL_OUTCOME_OF[severity]
+                            guardrails[(service, version, route, name, category, verdict)] += 1
         for series, n in counts.items():
             _add(t.child(t.evaluations, *series), n, exemplars.get(series))
         for service, name, value in scores:
             t.child(t.evaluation_score, service, name).observe(value)
         for graded_series, n in safety.items():
             _add(t.child(t.safety_evaluations, *graded_series), n, exemplars.get(graded_series))
+        for guarded, n in guardrails.items():
+            t.child(self._guardrails, *guarded).inc(n)
 
 
 def _add(counter: Counter, n: int, trace_id: str | None) -> None:

@@ -29,12 +29,16 @@ from monitor.extraction._suspect import guidance as suspect_guidance
 from monitor.extraction._table import from_config as conventions_from_config
 from monitor.extraction._table import log_events_taken
 from monitor.extraction._trace_tree import feedback_of, route_of, trace_shape
+from monitor.extraction._verdicts import OUTCOME_OF_SEVERITY as GUARDRAIL_OUTCOME_OF
+from monitor.extraction._verdicts import TraceVerdicts, read_verdicts
+from monitor.extraction._verdicts import from_config as vocabularies_from_config
 
 __all__ = [
     "ASKS_NOTHING",
     "CAUSES",
     "CONTEXT_DOUBTS",
     "EXPLAIN",
+    "GUARDRAIL_OUTCOME_OF",
     "INSTRUMENTATION",
     "SHIPPED_CONVENTIONS",
     "SUSPECT_REASONS",
@@ -43,6 +47,7 @@ __all__ = [
     "Extraction",
     "SpanTaken",
     "TraceRecords",
+    "TraceVerdicts",
     "Unreadable",
     "awaits_log_events",
     "causes",
@@ -53,8 +58,10 @@ __all__ = [
     "extract_within",
     "feedback_of",
     "log_events_taken",
+    "read_verdicts",
     "route_of",
     "spans_taken",
     "suspect_guidance",
     "trace_shape",
+    "vocabularies_from_config",
 ]

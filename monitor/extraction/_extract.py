@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from monitor.conventions import Convention
 from monitor.extraction._diagnosis import Cause, causes
 from monitor.extraction._extraction_rule import extract_records
+from monitor.extraction._verdicts import TraceVerdicts
 from monitor.records import RagRecord, RecordError
 from monitor.records.limits import Cut, SizeLimits, bound_record
 from monitor.spans import DecodeError, Span
@@ -59,12 +60,14 @@ class TraceRecords:
     a RAG trace), what the limits cut (one entry per cut: a part of the text, a
     `records_truncated_total` label, or a label field), the records they refused (an
     answer over its limit), and why it gave no record or an incomplete one (`causes`,
-    worked out only then: `_diagnosis.py`)."""
+    worked out only then: `_diagnosis.py`); and the verdicts the app wrote into the trace
+    (`_verdicts.py`), when they were read."""
 
     records: list[RagRecord]
     cut: list[Cut]
     refused: list[Unreadable]
     causes: list[Cause] = field(default_factory=list)
+    verdicts: TraceVerdicts | None = None
 
 
 def extract_within(

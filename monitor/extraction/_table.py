@@ -31,6 +31,7 @@ from monitor.conventions import (
     TEXT_PART,
     TOOL,
     TOOL_CALL_RESPONSE,
+    VERDICT_EVENTS,
     Convention,
     Kind,
     PartShape,
@@ -143,7 +144,8 @@ class Table:
         ] = {}
         self.event_bodies = tuple(dict.fromkeys(b for c in conventions for b in c.event_bodies))
         self.detail_events = frozenset(e for c in conventions for e in c.detail_events)
-        self.log_events = log_events_of(conventions)
+        # With the events that carry an app's own verdicts (`monitor.conventions.VERDICT_EVENTS`).
+        self.log_events = log_events_of(conventions) | VERDICT_EVENTS
         self.placeholders = frozenset(m for c in conventions for m in c.model_placeholders)
         # Native message parts by their type value and by the key of a keyed block, each
         # with its shapes in table order (the user's first).
@@ -225,10 +227,13 @@ def table_of(user: tuple[Convention, ...]) -> Table:
     return Table((*user, *SHIPPED))
 
 
-def log_events_taken(user: Sequence[Convention]) -> frozenset[str]:
+def log_events_taken(
+    user: Sequence[Convention], verdict_events: frozenset[str] = frozenset()
+) -> frozenset[str]:
     """The events the receivers take log records as: the shipped conventions' and those
-    the user's (`extraction.conventions`) name."""
-    return table_of(tuple(user)).log_events
+    the user's (`extraction.conventions`) name, and the events of the user's verdict
+    vocabularies (`external_verdicts.vocabularies`: `verdict_events`)."""
+    return table_of(tuple(user)).log_events | verdict_events
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,9 +18,11 @@ from monitor.alerts import AlertEngine
 from monitor.alerts.state import StateFile
 from monitor.audit.anchors import AnchorCheck, JudgeChanges
 from monitor.audit.sink import AuditSink
-from monitor.config import AlertBaseline, Budget, RegressionRule, Sampling
+from monitor.config import AlertBaseline, Budget, ExternalVerdicts, RegressionRule, Sampling
 from monitor.config._audit import Audit
+from monitor.exporters.prometheus import MetricsSink
 from monitor.processors.budget import BudgetGate
+from monitor.processors.evaluation._external import ExternalScreen
 from monitor.processors.sampler import Sampler
 from monitor.processors.sampling_rates import SamplingRateGauge
 from monitor.telemetry import create_telemetry
@@ -62,6 +64,8 @@ def exported_names() -> set[str]:
         every_s=1,
         alpha=0.1,
     )
+    MetricsSink(telemetry)
+    ExternalScreen(ExternalVerdicts(), telemetry)
     for family in telemetry.registry.collect():
         for suffix in ("", "_total", "_bucket", "_sum", "_count"):
             names.add(family.name + suffix)

@@ -35,6 +35,7 @@ from monitor.exporters.otlp_events import EVENT_NAME, OtlpEventsSink, create_exp
 from monitor.records import ContextDoc, RagRecord
 from monitor.records.redaction import Redactor
 from monitor.results import EvalResult
+from monitor.shared.version import __version__
 from monitor.telemetry import Telemetry, create_telemetry
 
 # A deadline no test reaches: shutdown returns once the queue is exported.
@@ -236,11 +237,13 @@ async def test_evaluation_events_land_in_the_original_trace(
         "gen_ai.evaluation.score.value": 0.25,
         "gen_ai.evaluation.score.label": "fail",
         "gen_ai.evaluation.explanation": "unsupported: built by the Romans",
+        "rag_monitor.version": __version__,
     }
     assert attrs(events["faithfulness"]) == {
         "gen_ai.evaluation.name": "faithfulness",
         "error.type": "timeout",
         "gen_ai.evaluation.explanation": "timeout: no verdict within 30s",
+        "rag_monitor.version": __version__,
     }
     # No trace context: a root span in a trace of its own, not a drop.
     orphan = spans["no-trace"]
@@ -293,6 +296,7 @@ async def test_with_signal_logs_each_event_is_a_log_record_of_the_evaluated_span
         "gen_ai.evaluation.score.value": 0.25,
         "gen_ai.evaluation.score.label": "fail",
         "gen_ai.evaluation.explanation": "unsupported: built by the Romans",
+        "rag_monitor.version": __version__,
         "rag.request_id": "req-1",
         "rag.service": "shop",
         "rag.context_source": "prompt",
@@ -301,6 +305,7 @@ async def test_with_signal_logs_each_event_is_a_log_record_of_the_evaluated_span
         "gen_ai.evaluation.name": "faithfulness",
         "error.type": "timeout",
         "gen_ai.evaluation.explanation": "timeout: no verdict within 30s",
+        "rag_monitor.version": __version__,
         "rag.request_id": "req-1",
         "rag.service": "shop",
         "rag.context_source": "prompt",

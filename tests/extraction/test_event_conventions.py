@@ -134,12 +134,13 @@ def test_events_of_another_name_are_not_read(tmp_path: Any) -> None:
 
 def test_every_log_event_the_receivers_take_is_read_by_the_entry_that_declares_it() -> None:
     """The receivers take the log records the conventions table declares (`log_events`,
-    `log_lines`) as events of their span; what each carries is said by the entry that
-    declares it (a source naming the event, or a detail event), and the events it says
-    carry a call's output are among its answers."""
+    `log_lines`, and the verdict vocabularies' events) as events of their span; what each
+    carries is said by the entry that declares it (a source naming the event, a detail
+    event, or a vocabulary's attributes), and the events it says carry a call's output are
+    among its answers."""
     from dataclasses import fields
 
-    from monitor.conventions import LOG_EVENTS, LOG_LINE_EVENTS, OUTPUT_EVENTS
+    from monitor.conventions import LOG_EVENTS, LOG_LINE_EVENTS, OUTPUT_EVENTS, VOCABULARIES
     from monitor.extraction import SHIPPED_CONVENTIONS
 
     declared: set[str] = set()
@@ -157,6 +158,10 @@ def test_every_log_event_the_receivers_take_is_read_by_the_entry_that_declares_i
         assert convention.output_events <= answers, convention.name
         assert convention.output_events <= taken, convention.name
         declared |= taken
+    # The app's own verdicts: each event is read by the verdict vocabulary declaring it.
+    for vocabulary in VOCABULARIES:
+        assert vocabulary.evaluator and (vocabulary.label or vocabulary.score), vocabulary.name
+        declared |= vocabulary.events
     assert declared == LOG_EVENTS
     assert set(LOG_LINE_EVENTS.values()) <= LOG_EVENTS and OUTPUT_EVENTS <= LOG_EVENTS
     assert {"gen_ai.choice", "spring_ai.chat_model.completion"} <= OUTPUT_EVENTS

@@ -255,6 +255,27 @@ def test_a_service_that_sends_no_events_stops_waiting_until_it_sends_one() -> No
     assert asm.add([_span("t", "1"), _chat("t", "2", "1")], "otlp_http", now=now) == []
 
 
+def test_an_apps_own_verdicts_do_not_make_a_quiet_service_wait_for_content() -> None:
+    """Content capture off, and an online judge sending `gen_ai.evaluation.result` log
+    records for every trace: the verdicts join their traces, but they are no content, so
+    the service still turns quiet and its traces stop waiting for content events."""
+    asm = _waiting()
+    now = 0.0
+    for i in range(QUIET_AFTER):
+        trace = f"v{i}"
+        verdict = _event(trace, "2", name="gen_ai.evaluation.result", at=1)
+        assert (
+            asm.add([verdict, _span(trace, "1"), _chat(trace, "2", "1")], "otlp_http", now=now)
+            == []
+        )
+        now += 5
+        (done,) = asm.expire(now=now)
+        assert len(done.spans) == 3  # the verdict came with its trace
+    verdict = _event("w", "2", name="gen_ai.evaluation.result", at=1)
+    (at_once,) = asm.add([verdict, _span("w", "1"), _chat("w", "2", "1")], "otlp_http", now=now)
+    assert at_once.trigger == "root_ended"
+
+
 def test_events_for_unknown_traces_never_push_out_a_trace_with_spans() -> None:
     """A real trace split over two requests, with a flood of GenAI log events for trace
     ids that never send a span in between: the events live apart, within a quarter of the

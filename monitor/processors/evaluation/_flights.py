@@ -3,7 +3,8 @@ stage's step between taking a batch off its queue and evaluating its records
 (`_stage.py`). The CPU scorers a budget holds back are not sent; the task extracts each
 trace and scores its records (`_runner.py`); each trace's records get its delivery's
 metadata, its `on_extracted` is told what became of it, and its place in the queue's
-byte bound is re-costed at its records' estimated size."""
+byte bound is re-costed at its records' estimated size. The verdicts the app wrote into
+the trace that pass the screen (`_external.py`) are each record's first results."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import logging
 from monitor.component import SampledRecord, SampledTrace
 from monitor.extraction import TraceRecords, Unreadable
 from monitor.processors.evaluation._evaluators import BatchEvaluator, InFlight
+from monitor.processors.evaluation._external import ExternalScreen
 from monitor.processors.evaluation._queue import Item, WorkQueue
 from monitor.processors.evaluation._runner import TaskRunner
 from monitor.processors.evaluation._task import Job, Outcome
@@ -29,11 +31,13 @@ class BatchTasks:
         evaluators: BatchEvaluator,
         queue: WorkQueue,
         telemetry: Telemetry,
+        external: ExternalScreen | None = None,
     ) -> None:
         self._runner = runner
         self._evaluators = evaluators
         self._queue = queue
         self._t = telemetry
+        self._external = external
 
     async def run(self, items: list[Item]) -> list[tuple[Item, list[InFlight]]]:
         """The batch's task run, and each item's records with what their CPU scorers gave;
@@ -71,6 +75,8 @@ class BatchTasks:
                 self._flight(record, item.sampled, outcome, i, held)
                 for i, (record, _) in enumerate(zip(records, outcome.scored, strict=True))
             ]
+            if isinstance(outcome.extraction, TraceRecords):
+                self._verdicts(item, outcome.extraction, flights)
             out.append((item, flights))
         return out
 
@@ -87,6 +93,23 @@ class BatchTasks:
             except Exception:
                 log.exception("telling the trace stage what %s gave", describe(item))
         return extraction.records if isinstance(extraction, TraceRecords) else []
+
+    def _verdicts(
+        self, item: SampledTrace, extraction: TraceRecords, flights: list[InFlight]
+    ) -> None:
+        """The app's own verdicts of the trace that pass the screen, as its records' first
+        results; those its reading refused, counted."""
+        verdicts = extraction.verdicts
+        if verdicts is None or self._external is None:
+            return
+        trace_id = item.spans[0].trace_id if item.spans else ""
+        if verdicts.refused:
+            service = flights[0].service if flights else _trace_service(item, self._t)
+            self._external.refused(service, verdicts.refused, trace_id=trace_id)
+        for i, (flight, found) in enumerate(zip(flights, verdicts.by_record, strict=False)):
+            if found:
+                senders = verdicts.senders[i] if i < len(verdicts.senders) else {}
+                flight.results.update(self._external.take(senders, flight.service, found, trace_id))
 
     def _flight(
         self,
@@ -117,6 +140,13 @@ def _sampling_key(item: Item) -> str:
     if isinstance(item, SampledRecord):
         return item.record.sampling_key
     return item.spans[0].trace_id if item.spans else ""
+
+
+def _trace_service(item: SampledTrace, telemetry: Telemetry) -> str:
+    """The service label of a trace that gave no record: its root's, else its first span's."""
+    root = next((span for span in item.spans if span.is_root), None)
+    first = root or (item.spans[0] if item.spans else None)
+    return telemetry.service_cap(first.service if first else "unknown")
 
 
 def describe(item: Item) -> str:

@@ -44,11 +44,12 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
 from monitor.component import Evaluated, ResultSink, SampledRecord
-from monitor.config import EvaluatorConfig
+from monitor.config import EvaluatorConfig, ExternalVerdicts
 from monitor.evaluators.base import CpuScorer, Evaluator
 from monitor.pool import ProcessPool
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation._evaluators import BatchEvaluator
+from monitor.processors.evaluation._external import ExternalScreen
 from monitor.processors.evaluation._flights import BatchTasks, describe
 from monitor.processors.evaluation._previous import PreviousScorer
 from monitor.processors.evaluation._queue import Item, WorkQueue
@@ -86,8 +87,11 @@ class EvaluationStage:
         judge_timeout_s: float | None = None,
         previous: Mapping[str, PreviousScorer] | None = None,
         clock: Callable[[], float] = time.time,
+        external: ExternalVerdicts | None = None,
     ) -> None:
-        """`judge_timeout_s`: a judge evaluator's deadline (`evaluation_timeout_s` unless
+        """`external`: who may send the verdicts an app writes into its traces, which
+        `settings` say whether to read (`_external.py`; none taken without it).
+        `judge_timeout_s`: a judge evaluator's deadline (`evaluation_timeout_s` unless
         given: the pipeline gives the judge client's own longest call).
         `cpu_pool`'s workers must run `_task.worker_initializer` with the same CPU
         scorers and `settings` (how traces are extracted and bounded, whether suspect
@@ -131,7 +135,8 @@ class EvaluationStage:
         self._queue = WorkQueue(
             queue_size, queue_bytes, max_batch, telemetry.queue_depth.labels("evaluate")
         )
-        self._batches = BatchTasks(self._runner, self._evaluators, self._queue, telemetry)
+        screen = ExternalScreen(external, telemetry) if external and settings.verdicts else None
+        self._batches = BatchTasks(self._runner, self._evaluators, self._queue, telemetry, screen)
         self._idle = asyncio.Event()  # nothing queued and nothing in work
         self._write_room = asyncio.Event()  # fewer unwritten records than the bound
         # Enough tasks to keep every batch slot of the pool taken.

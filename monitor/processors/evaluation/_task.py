@@ -28,9 +28,16 @@ from functools import partial
 from typing import Any, TypeVar
 
 from monitor.config import EvaluatorConfig
+from monitor.conventions import Vocabulary
 from monitor.evaluators.base import CpuScorer
 from monitor.evaluators.factory import BuildContext
-from monitor.extraction import Convention, TraceRecords, Unreadable, extract_within
+from monitor.extraction import (
+    Convention,
+    TraceRecords,
+    Unreadable,
+    extract_within,
+    read_verdicts,
+)
 from monitor.records import CLIENT_ADDRESS, EXTRACTION_SUSPECT, TOPIC, RagRecord, scripts
 from monitor.records.fingerprint import request_fingerprint
 from monitor.records.limits import SizeLimits
@@ -113,7 +120,13 @@ class Outcome:
             ]
         extraction: TraceRecords | Unreadable | tuple[Any, ...] | None = self.extraction
         if isinstance(extraction, TraceRecords):
-            extraction = (extraction.records, extraction.cut, extraction.refused, extraction.causes)
+            extraction = (
+                extraction.records,
+                extraction.cut,
+                extraction.refused,
+                extraction.causes,
+                extraction.verdicts,
+            )
         return _outcome, (extraction, rows)
 
 
@@ -154,6 +167,11 @@ class Settings:
     # Each evaluator's revision (`monitor.evaluators.revision`), which its current results
     # carry: set here, so that the ingest process need not copy them to set it.
     revisions: Mapping[str, str] = field(default_factory=dict)
+    # An app's own verdicts in its traces (`external_verdicts`): read or not, the user's
+    # vocabularies, and the score a verdict whose label says nothing passes at.
+    verdicts: bool = True
+    vocabularies: tuple[Vocabulary, ...] = ()
+    verdict_threshold: float = 0.5
 
 
 def held_back(record: RagRecord, evaluate_suspect: bool) -> bool:
@@ -203,6 +221,8 @@ def run(
                     extraction = _with_topics(extraction)
                 if job.metadata:  # here, not in the ingest process, which pays per record
                     extraction = _with_metadata(extraction, job.metadata)
+                if settings.verdicts:
+                    extraction = _with_verdicts(extraction, job.spans, settings)
                 for record in extraction.records:
                     # Here rather than in the ingest process, which reads them for the alert
                     # rules: the record carries them there (`RagRecord.memo`).
@@ -258,6 +278,19 @@ def _with_topics(extraction: TraceRecords) -> TraceRecords:
             record = record.model_copy(update={"metadata": {**record.metadata, TOPIC: topic}})
         records.append(record)
     return dataclasses.replace(extraction, records=records)
+
+
+def _with_verdicts(
+    extraction: TraceRecords, spans: Sequence[Span], settings: Settings
+) -> TraceRecords:
+    """The extraction with the verdicts the app wrote into its trace, joined to its
+    records (`monitor.extraction.read_verdicts`); none read when it carries none."""
+    verdicts = read_verdicts(
+        spans, extraction.records, settings.vocabularies, settings.verdict_threshold
+    )
+    if not verdicts.refused and not any(verdicts.by_record):
+        return extraction
+    return dataclasses.replace(extraction, verdicts=verdicts)
 
 
 def _with_metadata(extraction: TraceRecords, metadata: Mapping[str, str]) -> TraceRecords:

@@ -63,7 +63,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from monitor.conventions import LOG_EVENTS, OUTPUT_EVENTS
+from monitor.conventions import LOG_EVENTS, OUTPUT_EVENTS, VERDICT_EVENTS
 from monitor.extraction import awaits_log_events
 from monitor.processors.trace._in_a_row import InARow
 from monitor.processors.trace._late_spans import Sender, sender_of
@@ -196,7 +196,10 @@ class TraceAssembler:
         oversize = 0
         for span in spans:
             event = span.name in self._log_events and span.attribute(LOG_EVENT_KEY) is not None
-            if event:
+            # A verdict an app sends about its trace says nothing of whether its model
+            # calls send their content as log events.
+            content = event and span.name not in VERDICT_EVENTS
+            if content:
                 self._quiet.reset(span.service)
             trace_id = span.trace_id
             trace = (
@@ -232,7 +235,7 @@ class TraceAssembler:
             if trace.root_at is not None and trace.root_at < now and not event:
                 late[span.service, "joined"] += 1
             if event:
-                trace.heard = True
+                trace.heard = trace.heard or content
                 if trace.event_parents is None:
                     trace.event_parents = set()
                 trace.event_parents.add(span.parent_span_id)

@@ -16,8 +16,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from monitor.component import ACCEPTED, Accepted, Delivery, Refused, TraceConsumer
 from monitor.config import Config
-from monitor.conventions import LOG_EVENTS
-from monitor.extraction import conventions_from_config, log_events_taken
+from monitor.conventions import LOG_EVENTS, verdict_events_of
+from monitor.extraction import (
+    conventions_from_config,
+    log_events_taken,
+    vocabularies_from_config,
+)
 from monitor.records import CLIENT_ADDRESS
 from monitor.spans import (
     Decoded,
@@ -137,9 +141,12 @@ async def decode(
 
 
 def log_events_for(config: Config) -> frozenset[str]:
-    """The events log records are taken as: the shipped conventions', and those the
-    user's (`extraction.conventions`) name."""
-    return log_events_taken(conventions_from_config(config.extraction.conventions))
+    """The events log records are taken as: the shipped conventions', those the user's
+    (`extraction.conventions`) name, and those carrying verdicts (`external_verdicts`)."""
+    return log_events_taken(
+        conventions_from_config(config.extraction.conventions),
+        verdict_events_of(vocabularies_from_config(config.external_verdicts.vocabularies)),
+    )
 
 
 def metrics_in(body: bytes, *, gzip: bool, as_json: bool, limit: int) -> int:
