@@ -58,7 +58,7 @@ def _config(**external: Any) -> Config:
                 "otlp": {"grpc": {"enabled": False}, "http": {"endpoint": "127.0.0.1:0"}}
             },
             "trace_assembly": {"late_spans_wait_s": 0, "idle_timeout_s": 30},
-            "evaluators": [{"name": "local_safety"}],
+            "evaluators": [{"name": "local_relevance"}],
             "pipeline": {"processes": 0},
             "external_verdicts": external,
         }
@@ -180,7 +180,7 @@ async def test_evaluation_results_as_span_events_and_log_records_are_counted_ver
     # The monitor's own event as its OTLP exporter writes it, back in the app's trace.
     own = dict(
         event_attributes(
-            EvalResult("local_safety", 0.0, 0.0, "fail", False, revision="0.1.0+abcdef12")
+            EvalResult("local_relevance", 0.0, 0.0, "fail", False, revision="0.1.0+abcdef12")
         )
     )
     events = [
@@ -234,7 +234,7 @@ async def test_evaluation_results_as_span_events_and_log_records_are_counted_ver
                 evaluator=name,
                 outcome=outcome,
             )
-            for name in ("external:相关性", "external:faithfulness", "external:local_safety")
+            for name in ("external:相关性", "external:faithfulness", "external:local_relevance")
             for outcome in ("pass", "fail")
         }
         errors = _metric(
@@ -254,15 +254,15 @@ async def test_evaluation_results_as_span_events_and_log_records_are_counted_ver
     assert relevance.explanation == "回答切题：它给出了年份。"
     assert (faithfulness.passed, faithfulness.score, faithfulness.normalized) == (False, 2.0, None)
     assert faithfulness.revision == "judge-v1"  # a change of the app's judge is a revision
-    assert "local_safety" in results  # the monitor's own verdict, once
-    assert "external:local_safety" not in results
+    assert "local_relevance" in results  # the monitor's own verdict, once
+    assert "external:local_relevance" not in results
     assert counted == {
         ("external:相关性", "pass"): 1,
         ("external:相关性", "fail"): 0,
         ("external:faithfulness", "pass"): 0,
         ("external:faithfulness", "fail"): 1,
-        ("external:local_safety", "pass"): 0,
-        ("external:local_safety", "fail"): 0,
+        ("external:local_relevance", "pass"): 0,
+        ("external:local_relevance", "fail"): 0,
     }
     assert own_refused == 1
     recall = results["external:context_recall"]
@@ -418,7 +418,7 @@ async def test_verdicts_are_not_read_when_external_verdicts_are_off() -> None:
     ]
     async with running(_config(enabled=False)) as (_, capture, base):
         results = await _send(base, capture, trace_id, _spans(trace_id, "judged-app", events))
-    assert set(results) == {"local_safety"}
+    assert set(results) == {"local_relevance"}
 
 
 async def test_a_vocabulary_declared_in_the_config_is_read_from_log_records() -> None:
