@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
-from monitor.alerts.describe import p_text, shown_duration
+from monitor.alerts.describe import iso, p_text, shown_duration, utc
 from monitor.alerts.gauges import AlertGauges
 from monitor.alerts.kinds import Entry, Judgment, Paired, decide
-from monitor.alerts.kinds.regression_expectation import reference_text, season_text
+from monitor.alerts.kinds.regression_expectation import reference_text, sayer, season_text
 from monitor.alerts.kinds.regression_shadow import ShadowHooks
 from monitor.alerts.kinds.regression_state import RegressionState
 from monitor.alerts.rule import Rule
@@ -156,6 +157,10 @@ class Regression(ShadowHooks):
         expected = judging.expected = state.baseline.advance(
             state.current, state.solo, now, firing=firing, hold_from=judging.building_since()
         )
+        settled = state.baseline.settled(expected)
+        judging.follow(settled, now)
+        if firing and not settled:
+            self._say_held(state)
         if judging.sequential is None:
             p = self._window_p(state, now)
             if p >= WINDOW_HOLD_P:
@@ -164,8 +169,29 @@ class Regression(ShadowHooks):
                 judging.leaning_since = now - rule.window_s
             return
         self._batch(state, now, firing)
-        settled = state.baseline.settled(expected)
         judging.bet(rule.min_increase, rule.steps, rule.budget_s, settled)
+
+    def _say_held(self, state: RegressionState) -> None:
+        """The log line of a page that holds while its baseline holds too little to judge
+        against (once an hour per rule and series)."""
+        judged, at = state.judging.judged, state.judging.judged_at
+        say = sayer(self.rule.config.name, state.series)
+        if judged is None or at is None:
+            say(
+                "held",
+                logging.WARNING,
+                "its baseline holds too few verdicts to judge against and no level was "
+                "judged against before: the page holds until its window empties",
+            )
+            return
+        say(
+            "held",
+            logging.WARNING,
+            "its baseline holds too few verdicts to judge against: the page holds on %.2f, "
+            "the level it last judged against (%s), until the rate comes back to it",
+            judged.mean,
+            iso(utc(at)),
+        )
 
     def _window_p(self, state: RegressionState, now: float) -> float:
         """The window test's p-value of "the current window's mean is at most
@@ -195,8 +221,19 @@ class Regression(ShadowHooks):
             figures.update(expected=expected.mean, kappa=expected.kappa, rho=expected.rho)
         enough = state.baseline.settled(expected)
         ready = enough and current.samples >= cfg.min_samples
-        increase = current.mean - expected.mean if expected is not None else 0.0
+        # A page never resolves against nothing: while its baseline holds too few verdicts
+        # (a canary that took all the traffic, a reference with none) it holds on the level
+        # it last judged against, and resolves when the rate comes back to that.
+        held = entry.firing and not enough
+        against = state.judging.judged if held else expected
         note = ""
+        if held:
+            note = self._held_note(state, None if against is None else against.mean, now)
+            if against is not None:
+                reference = against.reference()
+                at = state.judging.judged_at or now
+                figures.update(held=1.0, held_level=against.mean, held_at=at)
+        increase = current.mean - against.mean if against is not None else 0.0
         if test is None:
             p = self._window_p(state, now)
             fire = ready and p <= look_level(self._interval, rule.budget_s)
@@ -217,7 +254,8 @@ class Regression(ShadowHooks):
             own = evidence.mean - expected.mean if expected is not None else 0.0
             fire = ready and test.crossed(rule.budget_s) and own >= m / 2
         resolve = current.samples == 0 or (
-            increase < m / 2
+            against is not None
+            and increase < m / 2
             # A sequential page may come when the window holds little of the rise: it
             # holds until a whole window has passed since.
             and (test is None or now - entry.started_at >= rule.window_s)
@@ -229,12 +267,24 @@ class Regression(ShadowHooks):
                 f"accepted as the new normal: the rise lasted "
                 f"{shown_duration(self._accept_s)} (baseline.accept_after)"
             )
-        if entry.firing and not resolve and entry.fired is not None:
-            return {"": entry.fired}  # every copy of a page says what it fired on
+        fired = entry.fired
+        if entry.firing and not resolve and fired is not None:
+            # Every copy of a page says what it fired on (and why it holds).
+            if not held:
+                return {"": fired}
+            kept = {k: figures[k] for k in ("held_level", "held_at") if k in figures}
+            return {"": replace(fired, note=note, figures={**fired.figures, **kept})}
         if entry.firing and resolve:
             evidence = current
-        if expected is not None:
-            figures["increase"] = evidence.mean - expected.mean
+            if held and "accepted" not in figures:
+                note = (
+                    f"the rate came back to {against.mean:.2f}, the level the page held on "
+                    "while its baseline held too few verdicts to judge against"
+                    if against is not None and current.samples
+                    else ""
+                )
+        if against is not None:
+            figures["increase"] = evidence.mean - against.mean
         return {
             "": Judgment(
                 decide(entry.firing, fire, resolve),
@@ -245,6 +295,20 @@ class Regression(ShadowHooks):
                 figures=figures,
             )
         }
+
+    def _held_note(self, state: RegressionState, level: float | None, now: float) -> str:
+        """What a page held on its last level says (`level`: that level's mean, None: none)."""
+        if level is None:
+            return (
+                "the baseline holds too few verdicts to judge against and none was judged "
+                "against before: the page holds until its window empties"
+            )
+        at = iso(utc(state.judging.judged_at or now))
+        return (
+            f"the baseline holds too few verdicts to judge against: the page holds on "
+            f"{level:.2f}, the level it last judged against ({at}), until the rate comes "
+            "back to it"
+        )
 
     def settle(self, entry: Entry, judgment: Judgment, now: float) -> None:
         """A resolve ends the rise: a rise accepted as the new normal joins the level, the
@@ -298,6 +362,7 @@ class Regression(ShadowHooks):
             "false_page_every": self.rule.budget,
             "dispersion": f"{judgment.figures.get('kappa', 1.0):.2f}",
             "conversation_correlation": f"{judgment.figures.get('rho', 0.0):.2f}",
+            **_held_annotations(judgment.figures),
         }
 
     def publish(self, gauges: AlertGauges, service: str, entries: Mapping[str, Entry]) -> None:
@@ -317,3 +382,12 @@ class Regression(ShadowHooks):
         if state.judging.sequential is not None:
             gauges.evidence(service, name, state.judging.sequential.progress(self.rule.budget_s))
         gauges.firing(self.rule, service, "", entry.firing)
+
+
+def _held_annotations(figures: Mapping[str, float]) -> dict[str, str]:
+    """A held page's `held_defect_rate` (the level it holds on) and `held_since` (when that
+    level was last judged against)."""
+    level, at = figures.get("held_level"), figures.get("held_at")
+    if level is None or at is None:
+        return {}
+    return {"held_defect_rate": f"{level:.4f}", "held_since": iso(utc(at))}
