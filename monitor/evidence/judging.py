@@ -94,7 +94,5 @@ def _judged_restored(raw: Any) -> tuple[float, Expectation]:
     mean = saved_number(raw[1])
     if samples != int(samples):
         raise ValueError("judged: a fractional count of verdicts")
-    expected = Expectation(
-        mean, variance, se2, int(samples), kappa, rho, design, rho_bound, excess
-    )
+    expected = Expectation(mean, variance, se2, int(samples), kappa, rho, design, rho_bound, excess)
     return at, expected

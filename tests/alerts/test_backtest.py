@@ -158,7 +158,9 @@ def test_a_missing_file_is_named(tmp_path: Path) -> None:
     assert "nowhere.jsonl: no such file" in result.stderr
 
 
-def _versions(start: float, seconds: float, versions: dict[str, tuple[float, float]]) -> list[object]:
+def _versions(
+    start: float, seconds: float, versions: dict[str, tuple[float, float]]
+) -> list[object]:
     """Count rows of `shop` every 10 s at 10 verdicts a second: version -> (its share, its
     defect rate), the defects rounded to the nearest."""
     rows: list[object] = []

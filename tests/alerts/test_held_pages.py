@@ -96,8 +96,9 @@ def test_a_canary_that_takes_all_the_traffic_keeps_its_pages_until_the_rate_come
     )
     assert float(held["held_defect_rate"]) == float(held["baseline_defect_rate"])
     assert held["held_since"].startswith("2026-01-01T00:59:")
-    assert " for the rest of shop before version v2 took all of its traffic" in (
-        shop.last(CANARY, "firing").annotations["description"]
+    assert (
+        " for the rest of shop before version v2 took all of its traffic"
+        in (shop.last(CANARY, "firing").annotations["description"])
     )
     # A restart keeps the level the page holds on (the state file).
     again = Service()
@@ -105,8 +106,9 @@ def test_a_canary_that_takes_all_the_traffic_keeps_its_pages_until_the_rate_come
     again.engine.restore(json.loads(json.dumps(shop.engine.snapshot())))
     again.run(10 * 60, {"v2": (1.0, 0.72)})
     assert again.firing() == {REGRESSION, CANARY}
-    assert again.last(REGRESSION, "firing").annotations["held_defect_rate"] == (
-        held["held_defect_rate"]
+    assert (
+        again.last(REGRESSION, "firing").annotations["held_defect_rate"]
+        == (held["held_defect_rate"])
     )
     # The rate comes back (the prompt fixed): judged against the held level, both resolve.
     again.run(3600, {"v2": (1.0, 0.2)})

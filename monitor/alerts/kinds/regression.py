@@ -12,10 +12,16 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from monitor.alerts.describe import iso, p_text, shown_duration, utc
+from monitor.alerts.describe import p_text, shown_duration
 from monitor.alerts.gauges import AlertGauges
 from monitor.alerts.kinds import Entry, Judgment, Paired, decide
-from monitor.alerts.kinds.regression_expectation import reference_text, sayer, season_text
+from monitor.alerts.kinds.regression_expectation import reference_text, season_text
+from monitor.alerts.kinds.regression_held import (
+    came_back_text,
+    held_annotations,
+    held_text,
+    say_held,
+)
 from monitor.alerts.kinds.regression_shadow import ShadowHooks
 from monitor.alerts.kinds.regression_state import RegressionState
 from monitor.alerts.rule import Rule
@@ -160,7 +166,8 @@ class Regression(ShadowHooks):
         settled = state.baseline.settled(expected)
         judging.follow(settled, now)
         if firing and not settled:
-            self._say_held(state)
+            level = None if judging.judged is None else judging.judged.mean
+            say_held(rule.config.name, state.series, level, judging.judged_at)
         if judging.sequential is None:
             p = self._window_p(state, now)
             if p >= WINDOW_HOLD_P:
@@ -170,28 +177,6 @@ class Regression(ShadowHooks):
             return
         self._batch(state, now, firing)
         judging.bet(rule.min_increase, rule.steps, rule.budget_s, settled)
-
-    def _say_held(self, state: RegressionState) -> None:
-        """The log line of a page that holds while its baseline holds too little to judge
-        against (once an hour per rule and series)."""
-        judged, at = state.judging.judged, state.judging.judged_at
-        say = sayer(self.rule.config.name, state.series)
-        if judged is None or at is None:
-            say(
-                "held",
-                logging.WARNING,
-                "its baseline holds too few verdicts to judge against and no level was "
-                "judged against before: the page holds until its window empties",
-            )
-            return
-        say(
-            "held",
-            logging.WARNING,
-            "its baseline holds too few verdicts to judge against: the page holds on %.2f, "
-            "the level it last judged against (%s), until the rate comes back to it",
-            judged.mean,
-            iso(utc(at)),
-        )
 
     def _window_p(self, state: RegressionState, now: float) -> float:
         """The window test's p-value of "the current window's mean is at most
@@ -228,11 +213,11 @@ class Regression(ShadowHooks):
         against = state.judging.judged if held else expected
         note = ""
         if held:
-            note = self._held_note(state, None if against is None else against.mean, now)
+            at = state.judging.judged_at
+            note = held_text(None if against is None else against.mean, at)
             if against is not None:
                 reference = against.reference()
-                at = state.judging.judged_at or now
-                figures.update(held=1.0, held_level=against.mean, held_at=at)
+                figures.update(held=1.0, held_level=against.mean, held_at=at or now)
         increase = current.mean - against.mean if against is not None else 0.0
         if test is None:
             p = self._window_p(state, now)
@@ -272,17 +257,15 @@ class Regression(ShadowHooks):
             # Every copy of a page says what it fired on (and why it holds).
             if not held:
                 return {"": fired}
-            kept = {k: figures[k] for k in ("held_level", "held_at") if k in figures}
+            kept: dict[str, float] = {
+                k: figures[k] for k in ("held_level", "held_at") if k in figures
+            }
             return {"": replace(fired, note=note, figures={**fired.figures, **kept})}
         if entry.firing and resolve:
             evidence = current
             if held and "accepted" not in figures:
-                note = (
-                    f"the rate came back to {against.mean:.2f}, the level the page held on "
-                    "while its baseline held too few verdicts to judge against"
-                    if against is not None and current.samples
-                    else ""
-                )
+                back = against is not None and current.samples
+                note = came_back_text(against.mean) if against is not None and back else ""
         if against is not None:
             figures["increase"] = evidence.mean - against.mean
         return {
@@ -295,20 +278,6 @@ class Regression(ShadowHooks):
                 figures=figures,
             )
         }
-
-    def _held_note(self, state: RegressionState, level: float | None, now: float) -> str:
-        """What a page held on its last level says (`level`: that level's mean, None: none)."""
-        if level is None:
-            return (
-                "the baseline holds too few verdicts to judge against and none was judged "
-                "against before: the page holds until its window empties"
-            )
-        at = iso(utc(state.judging.judged_at or now))
-        return (
-            f"the baseline holds too few verdicts to judge against: the page holds on "
-            f"{level:.2f}, the level it last judged against ({at}), until the rate comes "
-            "back to it"
-        )
 
     def settle(self, entry: Entry, judgment: Judgment, now: float) -> None:
         """A resolve ends the rise: a rise accepted as the new normal joins the level, the
@@ -362,7 +331,7 @@ class Regression(ShadowHooks):
             "false_page_every": self.rule.budget,
             "dispersion": f"{judgment.figures.get('kappa', 1.0):.2f}",
             "conversation_correlation": f"{judgment.figures.get('rho', 0.0):.2f}",
-            **_held_annotations(judgment.figures),
+            **held_annotations(judgment.figures),
         }
 
     def publish(self, gauges: AlertGauges, service: str, entries: Mapping[str, Entry]) -> None:
@@ -382,12 +351,3 @@ class Regression(ShadowHooks):
         if state.judging.sequential is not None:
             gauges.evidence(service, name, state.judging.sequential.progress(self.rule.budget_s))
         gauges.firing(self.rule, service, "", entry.firing)
-
-
-def _held_annotations(figures: Mapping[str, float]) -> dict[str, str]:
-    """A held page's `held_defect_rate` (the level it holds on) and `held_since` (when that
-    level was last judged against)."""
-    level, at = figures.get("held_level"), figures.get("held_at")
-    if level is None or at is None:
-        return {}
-    return {"held_defect_rate": f"{level:.4f}", "held_since": iso(utc(at))}
