@@ -79,7 +79,7 @@ COPIES: tuple[Copy, ...] = (
     Copy(
         "deploy/prometheus/rules_test.yml",
         "min_increase {min_increase}, beyond chance at one false page per {budget}.",
-        count=2,  # the regression alert's two tests: a rise, and a canary named
+        count=3,  # the regression alert's tests: a rise, a canary named, a revision's rise
     ),
     Copy("deploy/monitor.yaml", "window, min_increase {min_increase}); "),
     Copy("deploy/README.md", "it pages a rise of `min_increase` ({min_increase}) or more"),

@@ -11,7 +11,8 @@
   `LONG_LEVEL_FACTOR`), a fresh rule's `FirstLevel`, an evaluator `Changeover` and its
   `Overlap`, and a `Shadow`;
 - the sequential test: `SequentialTest`, and `bets` (its `Bets`) against an expectation;
-  a regression rule's `Judging` (the test or the window's lean, and the last advance);
+  a regression rule's `Judging` (the test or the window's lean, the last advance, and the
+  level last judged against, which a page holds on while its baseline is empty);
 - tests at a look: `look_level`, `one_sided_z`, `wilson_interval`, `design_interval`,
   `increase_p_value`, `rise_p_value`;
 - who sent the verdicts: `Senders` (the sender screen), `screen_bytes`;

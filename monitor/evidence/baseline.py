@@ -25,7 +25,7 @@ from monitor.evidence.first_level import FirstLevel
 from monitor.evidence.history import LONG_LEVEL_FACTOR, Expectation, History
 from monitor.evidence.level import Level
 from monitor.evidence.overlap import Overlap
-from monitor.evidence.shadow import Shadow
+from monitor.evidence.shadow import Shadow, Slope, sloped, switch_slope
 from monitor.evidence.window import SlidingWindow
 
 
@@ -66,8 +66,10 @@ class Baseline:
         self.building = False
         self.held_overlap: Overlap | None = None
         self._held_since = 0.0
-        # A revision scoring records in shadow beside the series' own (`count_shadow`).
+        # A revision scoring records in shadow beside the series' own (`count_shadow`), and
+        # after the switch how its difference from the old follows the day (`take_shadow`).
         self.shadow: Shadow | None = None
+        self.slope: Slope | None = None
 
     # -- verdicts in --------------------------------------------------------------------
 
@@ -181,14 +183,17 @@ class Baseline:
             return
         for i, x in enumerate(shadow.paired):
             change.overlap.paired[i] += x
+        design = max(1.0, change.before.error_units / max(1, change.before.samples))
+        self.slope = switch_slope(shadow, self.history, design, change.since)
         self._say(
             "shadow",
             logging.INFO,
             "revision %s replaced %s after scoring %d records in shadow: the changeover "
-            "starts with their offset",
+            "starts with their offset%s",
             revision,
             replaced,
             int(shadow.paired[0]),
+            "" if self.slope is None else f", {self.slope.slope:+.2f} of each hour's season",
         )
 
     # -- what left the window, and the expectation --------------------------------------
@@ -302,7 +307,9 @@ class Baseline:
         self.held.clear()
 
     def _translated_expectation(self, now: float) -> Expectation | None:
-        expected = self._reference_expectation(now)
+        if self.slope is not None and self.slope.faded(now):
+            self.slope = None
+        expected = sloped(self._reference_expectation(now), self.slope, self.history, now)
         if self.translated is not None and now >= self.translated[1]:
             self.translated = None
         if expected is None or self.translated is None:

@@ -17,7 +17,7 @@ from monitor.evidence.counts import Moments
 from monitor.evidence.first_level import FirstLevel
 from monitor.evidence.history import History
 from monitor.evidence.level import Level
-from monitor.evidence.shadow import Shadow
+from monitor.evidence.shadow import Shadow, Slope
 
 
 class Saved(Protocol):
@@ -30,6 +30,7 @@ class Saved(Protocol):
     changeover: Changeover | None
     translated: tuple[float, float] | None
     shadow: Shadow | None
+    slope: Slope | None
     first: FirstLevel
 
 
@@ -53,6 +54,8 @@ def baseline_saved(baseline: Saved) -> dict[str, Any]:
     }
     if baseline.shadow is not None:
         out["shadow"] = baseline.shadow.saved()
+    if baseline.slope is not None:
+        out["slope"] = baseline.slope.saved()
     return out
 
 
@@ -73,4 +76,5 @@ def baseline_restore(baseline: Saved, raw: Any) -> None:
         variance, until = translated
         baseline.translated = (nonnegative(variance), nonnegative(until))
     baseline.shadow = Shadow.restored(raw.get("shadow"))
+    baseline.slope = Slope.restored(raw.get("slope"))
     baseline.first.restore(raw.get("first"))

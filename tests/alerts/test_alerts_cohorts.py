@@ -251,9 +251,10 @@ def test_a_record_carries_its_version_into_the_results_line() -> None:
     assert line["version"] == "1.4.2"
 
 
-def test_a_version_that_takes_all_the_traffic_stays_paged_and_hands_over_after_a_day() -> None:
+def test_a_version_that_takes_all_the_traffic_stays_paged_until_its_rate_comes_back() -> None:
     """Issue 69 item 2: a canary paged, then rolled out to everyone: no rest is left, and
-    the page is judged against the rest as it was before, not resolved by its absence."""
+    the page is judged against the rest as it was before, not resolved by its absence;
+    issue 103 item 1: however long that lasts, until the version's rate comes back."""
     engine, _, clock = make()
     traffic = Traffic(engine, clock)
     traffic.run(600, {"v1": 0.3})
@@ -263,9 +264,10 @@ def test_a_version_that_takes_all_the_traffic_stays_paged_and_hands_over_after_a
     assert engine.firing() == [(RULE.name, "shop/v2")]
     assert {a.status for a in traffic.sent} == {"firing"}  # re-sent, never resolved
     last = traffic.sent[-1].annotations
-    assert (
-        " for the rest of shop before version v2 took all of its traffic (last seen "
-        in (last["description"])
+    assert last["description"].startswith(
+        "version v2 is all of the service's traffic: the page holds on the rest as last seen "
+        "until its rate comes back to it; defect rate 0.75 for version v2 against 0.30 for "
+        "the rest of shop before version v2 took all of its traffic (last seen "
     )
     assert float(last["rest_defect_rate"]) == pytest.approx(0.30, abs=0.01)
     # The state file keeps the rest as it was.
@@ -276,14 +278,19 @@ def test_a_version_that_takes_all_the_traffic_stays_paged_and_hands_over_after_a
     after.n = dict(traffic.n)
     after.run(60, {"v2": 0.75})
     assert {a.status for a in after.sent} == {"firing"}
-    # A day after v1 was last seen, the page hands over, saying so.
-    clock.now += 86_400.0
-    after.run(60, {"v2": 0.75})
+    # Days after v1 was last seen, the page still holds on it (it never resolves against
+    # nothing) ...
+    clock.now += 3 * 86_400.0
+    after.run(600, {"v2": 0.75})
+    assert {a.status for a in after.sent} == {"firing"}
+    assert after.sent[-1].annotations["rest_defect_rate"] == last["rest_defect_rate"]
+    # ... until v2's rate comes back to it.
+    after.run(600, {"v2": 0.3})
     (resolved,) = [a for a in after.sent if a.status == "resolved"]
     assert resolved.annotations["description"].startswith(
-        "version v2 has been all of the service's traffic for 24h: there is no rest to compare "
-        "it with; a regression rule judges it against its own past"
+        "version v2's rate came back to the rest as last seen; defect rate 0.3"
     )
+    assert resolved.annotations["rest_defect_rate"] == last["rest_defect_rate"]
 
 
 def test_a_rollout_that_outran_its_canary_still_pages() -> None:

@@ -156,3 +156,55 @@ def test_a_missing_file_is_named(tmp_path: Path) -> None:
     result = backtest(tmp_path / "nowhere.jsonl", "--config", config)
     assert result.returncode == 1
     assert "nowhere.jsonl: no such file" in result.stderr
+
+
+def _versions(
+    start: float, seconds: float, versions: dict[str, tuple[float, float]]
+) -> list[object]:
+    """Count rows of `shop` every 10 s at 10 verdicts a second: version -> (its share, its
+    defect rate), the defects rounded to the nearest."""
+    rows: list[object] = []
+    for k in range(int(seconds / 10)):
+        for version, (share, rate) in versions.items():
+            n = round(100 * share)
+            fails = round(n * rate)
+            rows.append(
+                {
+                    "time": start + 10 * k,
+                    "service": "shop",
+                    "evaluator": "local_groundedness",
+                    "version": version,
+                    "passes": n - fails,
+                    "fails": fails,
+                }
+            )
+    return rows
+
+
+def test_a_canary_that_takes_all_the_traffic_holds_its_pages_in_the_kits_rules(
+    tmp_path: Path,
+) -> None:
+    """Issue 103 item 1, as `backtest` reproduced it with the kit's rules: a canary whose
+    answers are all invented pages in the monitor's first minutes; rolled out to everyone,
+    its regression page no longer resolves at the end of the rule's first hour against a
+    baseline of no verdicts ("0.72 ... against 0.00 expected ... p = 1.000"): it holds on
+    the level it judged against until the rate comes back to it."""
+    kit = Path(__file__).resolve().parents[2] / "deploy" / "monitor.yaml"
+    rows = _versions(START, 180, {"v1": (1.0, 0.2)})
+    rows += _versions(START + 180, 1020, {"v1": (0.7, 0.2), "v2": (0.3, 0.72)})
+    rows += _versions(START + 1200, 3 * 3600, {"v2": (1.0, 0.72)})
+    back = START + 1200 + 3 * 3600
+    rows += _versions(back, 3600, {"v2": (1.0, 0.2)})
+    result = backtest(write(tmp_path / "rows.jsonl", rows), "--config", kit, "--json")
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    pages = {"hallucination_regression", "hallucination_canary"}
+    events = [e for e in events if e["labels"].get("alertname") in pages]  # not Where alerts
+    seen = [(e["status"], e["rule"]) for e in events]
+    assert sorted(seen[:2]) == [("firing", r) for r in sorted(pages)]
+    assert sorted(seen[2:]) == [("resolved", r) for r in sorted(pages)]
+    resolves = [e for e in events if e["status"] == "resolved"]
+    assert all(e["time"] >= "2026-01-01T03:20:00Z" for e in resolves)  # once the rate is back
+    regression = next(e for e in resolves if e["rule"] == "hallucination_regression")
+    assert regression["annotations"]["description"].startswith("the rate came back to 0.20")
+    assert "the page holds on 0.20" in result.stderr  # the log said why it held

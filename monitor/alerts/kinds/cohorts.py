@@ -1,7 +1,8 @@
 """Cohort rules (`cohorts: {by: version|model|route}`): each cohort of a service against the
 rest of that service in the same window, by a one-sided pooled z-test at the look's level
 shared among the cohorts judged; a cohort that takes all the traffic against the rest as
-last seen (docs/alerts.md, "Cohort rules")."""
+last seen, and a page on it holds on that rest until the cohort's rate comes back to it
+(docs/alerts.md, "Cohort rules")."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 from monitor.alerts.describe import p_text, utc
 from monitor.alerts.gauges import AlertGauges
-from monitor.alerts.kinds import Entry, Judgment, decide
+from monitor.alerts.kinds import Decision, Entry, Judgment, decide
 from monitor.alerts.kinds.absolute import WindowKind, WindowState
 from monitor.config import AlertRule
 from monitor.evidence import (
@@ -26,8 +27,10 @@ from monitor.telemetry import OVERFLOW
 # Cohorts that are never judged on their own: records without the cohort's value, and
 # values past the cohort cap. Their verdicts still count in the rest of the service.
 UNJUDGED = ("", OVERFLOW)
-# How long a cohort without a rest is judged against the rest as last seen: a day, past
-# which the time of day and the days since make it no reference.
+# How long a cohort without a rest that is not paged is judged against the rest as last
+# seen (its p-value, for boosts): a day, past which the time of day and the days since make
+# it no reference to start a page on. A page holds on it however old: it never resolves
+# against nothing.
 REST_KEPT_S = 86_400.0
 # How long after the rest was last seen a page may start against it: within an hour a
 # daily cycle moves the rate little.
@@ -110,27 +113,42 @@ class Cohorts(WindowKind):
             others = [a - b for a, b in zip(all_units, state.units.totals, strict=True)]
             rest_design = design_effect(rest, others)
             figures: dict[str, float] = {}
-            may_fire, note = True, ""
-            before = _seen_before(entries, cohort, now) if rest.samples < cfg.min_samples else None
-            if before is not None and now - before.at <= REST_KEPT_S:
+            may_fire, held = True, ""
+            firing = entries[cohort].firing
+            empty = rest.samples < cfg.min_samples
+            before = _seen_before(entries, cohort, now) if empty else None
+            by = self.rule.cohort_by
+            if before is not None and (firing or now - before.at <= REST_KEPT_S):
                 rest, rest_design = before.moments, before.design
                 figures["before_at"] = before.at
                 may_fire = now - before.at <= REST_FIRES_S
-            elif before is not None and entries[cohort].firing:
-                note = (
-                    f"{self.rule.cohort_by} {cohort} has been all of the service's traffic "
-                    f"for {REST_KEPT_S / 3600:.0f}h: there is no rest to compare it with; a "
-                    "regression rule judges it against its own past"
+                held = (
+                    f"{by} {cohort} is all of the service's traffic: the page holds on the "
+                    "rest as last seen until its rate comes back to it"
+                )
+            elif empty and firing:
+                # No rest was ever kept (the other cohorts' slots were given up): nothing to
+                # judge the rate against, so nothing resolves the page but an empty window.
+                held = (
+                    f"{by} {cohort} is all of the service's traffic and no rest is kept to "
+                    "compare it with: the page holds until its window empties"
                 )
             designs = (design_effect(current, state.units.totals), rest_design)
             increase, p = increase_p_value(current, rest, m / 2, designs)
             ready = current.samples >= cfg.min_samples and rest.samples >= cfg.min_samples
+            against = rest.samples > 0  # a page never resolves against nothing
+            decision = decide(
+                firing,
+                fire=ready and may_fire and p <= level,
+                resolve=current.samples == 0 or (against and increase < m / 2),
+            )
+            note = ""
+            if firing and held and decision is Decision.HOLD:
+                note = held
+            elif firing and held and current.samples and against:
+                note = f"{by} {cohort}'s rate came back to the rest as last seen"
             out[cohort] = Judgment(
-                decide(
-                    entries[cohort].firing,
-                    fire=ready and may_fire and p <= level,
-                    resolve=current.samples == 0 or increase < m / 2,
-                ),
+                decision,
                 current=current,
                 reference=rest,
                 p_value=p if ready else 1.0,

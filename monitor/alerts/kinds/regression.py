@@ -10,11 +10,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from monitor.alerts.describe import p_text, shown_duration
 from monitor.alerts.gauges import AlertGauges
 from monitor.alerts.kinds import Entry, Judgment, Paired, decide
 from monitor.alerts.kinds.regression_expectation import reference_text, season_text
+from monitor.alerts.kinds.regression_held import (
+    came_back_text,
+    held_annotations,
+    held_text,
+    say_held,
+)
 from monitor.alerts.kinds.regression_shadow import ShadowHooks
 from monitor.alerts.kinds.regression_state import RegressionState
 from monitor.alerts.rule import Rule
@@ -156,6 +163,11 @@ class Regression(ShadowHooks):
         expected = judging.expected = state.baseline.advance(
             state.current, state.solo, now, firing=firing, hold_from=judging.building_since()
         )
+        settled = state.baseline.settled(expected)
+        judging.follow(settled, now)
+        if firing and not settled:
+            level = None if judging.judged is None else judging.judged.mean
+            say_held(rule.config.name, state.series, level, judging.judged_at)
         if judging.sequential is None:
             p = self._window_p(state, now)
             if p >= WINDOW_HOLD_P:
@@ -164,7 +176,6 @@ class Regression(ShadowHooks):
                 judging.leaning_since = now - rule.window_s
             return
         self._batch(state, now, firing)
-        settled = state.baseline.settled(expected)
         judging.bet(rule.min_increase, rule.steps, rule.budget_s, settled)
 
     def _window_p(self, state: RegressionState, now: float) -> float:
@@ -195,8 +206,19 @@ class Regression(ShadowHooks):
             figures.update(expected=expected.mean, kappa=expected.kappa, rho=expected.rho)
         enough = state.baseline.settled(expected)
         ready = enough and current.samples >= cfg.min_samples
-        increase = current.mean - expected.mean if expected is not None else 0.0
+        # A page never resolves against nothing: while its baseline holds too few verdicts
+        # (a canary that took all the traffic, a reference with none) it holds on the level
+        # it last judged against, and resolves when the rate comes back to that.
+        held = entry.firing and not enough
+        against = state.judging.judged if held else expected
         note = ""
+        if held:
+            at = state.judging.judged_at
+            note = held_text(None if against is None else against.mean, at)
+            if against is not None:
+                reference = against.reference()
+                figures.update(held=1.0, held_level=against.mean, held_at=at or now)
+        increase = current.mean - against.mean if against is not None else 0.0
         if test is None:
             p = self._window_p(state, now)
             fire = ready and p <= look_level(self._interval, rule.budget_s)
@@ -217,7 +239,8 @@ class Regression(ShadowHooks):
             own = evidence.mean - expected.mean if expected is not None else 0.0
             fire = ready and test.crossed(rule.budget_s) and own >= m / 2
         resolve = current.samples == 0 or (
-            increase < m / 2
+            against is not None
+            and increase < m / 2
             # A sequential page may come when the window holds little of the rise: it
             # holds until a whole window has passed since.
             and (test is None or now - entry.started_at >= rule.window_s)
@@ -229,12 +252,22 @@ class Regression(ShadowHooks):
                 f"accepted as the new normal: the rise lasted "
                 f"{shown_duration(self._accept_s)} (baseline.accept_after)"
             )
-        if entry.firing and not resolve and entry.fired is not None:
-            return {"": entry.fired}  # every copy of a page says what it fired on
+        fired = entry.fired
+        if entry.firing and not resolve and fired is not None:
+            # Every copy of a page says what it fired on (and why it holds).
+            if not held:
+                return {"": fired}
+            kept: dict[str, float] = {
+                k: figures[k] for k in ("held_level", "held_at") if k in figures
+            }
+            return {"": replace(fired, note=note, figures={**fired.figures, **kept})}
         if entry.firing and resolve:
             evidence = current
-        if expected is not None:
-            figures["increase"] = evidence.mean - expected.mean
+            if held and "accepted" not in figures:
+                back = against is not None and current.samples
+                note = came_back_text(against.mean) if against is not None and back else ""
+        if against is not None:
+            figures["increase"] = evidence.mean - against.mean
         return {
             "": Judgment(
                 decide(entry.firing, fire, resolve),
@@ -298,6 +331,7 @@ class Regression(ShadowHooks):
             "false_page_every": self.rule.budget,
             "dispersion": f"{judgment.figures.get('kappa', 1.0):.2f}",
             "conversation_correlation": f"{judgment.figures.get('rho', 0.0):.2f}",
+            **held_annotations(judgment.figures),
         }
 
     def publish(self, gauges: AlertGauges, service: str, entries: Mapping[str, Entry]) -> None:

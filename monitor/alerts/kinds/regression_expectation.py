@@ -76,6 +76,8 @@ def season_text(baseline: AlertBaseline, figures: Mapping[str, float]) -> str:
     """What a regression page says it compared with: `reference_text`, or what stands in
     for it while the season is not learned, or after an evaluator change."""
     text = reference_text(baseline)
+    if figures.get("held"):
+        return "the level the page held on (its baseline holds too few verdicts)"
     if figures.get("interim") == 2.0:
         return "the rule's first verdicts since it started (its baseline is not ready yet)"
     if figures.get("interim"):
