@@ -26,10 +26,8 @@ read by its wording), headings and the question.
 
 from __future__ import annotations
 
-import bisect
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from monitor.extraction._prompt_layouts import (
     framework_documents,
@@ -38,26 +36,24 @@ from monitor.extraction._prompt_layouts import (
     heading_documents,
     json_documents,
     json_question,
-    list_items,
+)
+from monitor.extraction._prompt_shapes import (
+    Block,
+    asked_in,
+    ends_sentence,
+    is_heading,
+    sections,
+    shape_of,
+    structured_blocks,
 )
 from monitor.extraction._prompt_templates import TEMPLATES, PromptTemplates
 from monitor.extraction._span_values import Doc, normalized
 
 _MAX_LINES = 512  # lines of one prompt remembered
 
-_BRACKET = re.compile(r"\[([^\]\n]{1,64})\][:.)\-]?\s*")
-_NAMED = re.compile(
-    r"(?:document|doc|source|passage|chunk|excerpt|snippet|result|context)\s*#?\s*(\d{1,4})"
-    r"\s*[:.)\-]\s*",
-    re.IGNORECASE,
-)
-_OPEN_TAG = re.compile(r"<([A-Za-z_][\w.-]*)((?:\s+[^<>]*)?)>\s*")
-_CLOSE_TAG = re.compile(r"\s*</([A-Za-z_][\w.-]*)>\s*$")
-_TAG_ID = re.compile(r"""\b(?:id|source|uri|name|title)\s*=\s*["']([^"']{1,128})["']""")
-_NAME_TAGS = frozenset({"source", "title", "id", "doc_id", "uri", "url", "name"})
-_SENTENCE_ENDS = frozenset(".!?\"')")
-_HEADING = re.compile(r"[^\n.!?]{0,40}:\s*$")
 # Wording that addresses the model or tells it how to answer and what from: an instruction.
+# Read only where a prompt's structure says nothing (unmarked blocks, a route whose template
+# is not learned yet); the structure and the learned template come first.
 INSTRUCTION = re.compile(
     r"\byou(?:'re| are)\b[^\n.]{0,40}\b(?:assistant|expert|bot|model|ai|agent|helper)\b"
     r"|\byour (?:task|job|role|goal)\b"
@@ -74,44 +70,11 @@ INSTRUCTION = re.compile(
 )
 
 
-# A labelled question in a prompt: `Question: ...`, `Query: ...`, `Q: ...`.
-_QUESTION_LABEL = re.compile(r"\s*(?:user )?(?:question|query|q)\s*:\s*(.*)", re.IGNORECASE)
-
-
-def labelled_question(prompt: str) -> str | None:
-    """The question a prompt labels (`Question: ...`, its text on the line or the lines
-    after it up to a blank line or a heading), the last one; None when it labels none."""
-    lines = prompt.splitlines()
-    found = None
-    for i, line in enumerate(lines):
-        label = _QUESTION_LABEL.fullmatch(line)
-        if label is None:
-            continue
-        asked = [label.group(1)] if label.group(1).strip() else []
-        for rest in lines[i + 1 :]:
-            if asked and (not rest.strip() or _HEADING.fullmatch(rest.strip())):
-                break
-            if rest.strip():
-                asked.append(rest)
-        text = "\n".join(asked).strip()
-        found = text or found
-    return found
-
-
 def question_in(message: str) -> str | None:
     """The question inside a whole user message that holds more: its JSON question field,
-    a JVM framework's default RAG prompt's question, or what it labels; None when it
-    says none."""
-    return json_question(message) or framework_question(message) or labelled_question(message)
-
-
-@dataclass(slots=True)
-class _Block:
-    lines: list[str]
-    label: str | None = None  # what marked it: a bracket label, an id, a tag's id
-    tag: str | None = None  # the tag it is closed by
-    content: str | None = None  # its text, where it is not its lines (a list item's)
-    opened: str | None = None  # the tag that opened it
+    a JVM framework's default RAG prompt's question, or what its structure sets apart and
+    asks (`_prompt_shapes.asked_in`); None when it says none."""
+    return json_question(message) or framework_question(message) or asked_in(message)
 
 
 def documents_from_prompt(
@@ -150,25 +113,68 @@ def documents_from_prompt(
             lines += [*own, ""]  # a message ends a block
     seen = tuple(_line_key(line) for line in every[:_MAX_LINES] if line.strip())
     template = templates.shared(key, seen, sender, asked)
-    blocks = _marked(lines, ids)
-    if blocks is None:
-        blocks = [one for block in _unmarked(lines, template) for one in _one_a_line(block, ids)]
-    candidates = list(blocks)
+    candidates = _by_structure(lines, ids, template)
     for section_lines in sectioned:
         for doc in heading_documents(section_lines, _instruction, _blank_line_documents):
-            candidates.append(_Block((doc.content or "").splitlines(), doc.doc_uri))
+            candidates.append(Block((doc.content or "").splitlines(), doc.doc_uri))
     docs: list[Doc] = []
     for block in candidates:
-        body = [line for line in block.lines if line.strip()]
-        if template is not None and all(_line_key(line) in template for line in body):
-            continue  # a marked block every prompt has: the template's
-        content = block.content if block.content is not None else "\n".join(body).strip()
-        if not content:
+        if not _kept(block, template):
             continue
-        if block.label is None and _instruction(content):
-            continue  # reads as an instruction: a template not learned, or another version
+        content = block.content if block.content is not None else _joined(block.lines)
         docs.append(Doc(content, block.label))
     return _named(_distinct(docs), ids)
+
+
+def _joined(lines: list[str]) -> str:
+    return "\n".join(line for line in lines if line.strip()).strip()
+
+
+def _kept(block: Block, template: frozenset[int] | None) -> bool:
+    """Whether a block is a document: not every line of it the template's, some text, and
+    unless a mark names it, no instruction."""
+    body = [line for line in block.lines if line.strip()]
+    if template is not None and body and all(_line_key(line) in template for line in body):
+        return False  # a block every prompt has: the template's
+    content = block.content if block.content is not None else _joined(block.lines)
+    if not content.strip():
+        return False
+    return block.label is not None or not _instruction(content)
+
+
+def _by_structure(
+    lines: list[str], ids: Sequence[str], template: frozenset[int] | None
+) -> list[Block]:
+    """The documents' blocks: those of the sections whose blocks a repeated mark opens
+    (named ones before bare list items, a list of rules the template's), else the
+    blank-line blocks of the section that holds most of them."""
+    shaped = [shape_of(line, tuple(ids)) for line in lines]
+    named: list[Block] = []
+    listed: list[list[Block]] = []
+    plain: list[list[Block]] = []
+    for section in sections(shaped):
+        found = structured_blocks(section.lines)
+        if found is None:
+            raw = [line.raw for line in section.lines]
+            blocks = [one for block in _unmarked(raw, template) for one in _one_a_line(block, ids)]
+            kept = [b for b in blocks if _kept(b, template)]
+            if kept:
+                plain.append(kept)
+        elif all(b.bullet for b in found):
+            if not any(_instruction(b.content or "") for b in found):
+                listed.append(found)  # a list with an instruction among its items: rules
+        else:
+            named += found
+    if named:
+        return named
+    for choice in (listed, plain):
+        if choice:
+            return max(choice, key=lambda bs: (len(bs), sum(len(_text(b)) for b in bs)))
+    return []
+
+
+def _text(block: Block) -> str:
+    return block.content if block.content is not None else _joined(block.lines)
 
 
 def _instruction(text: str) -> bool:
@@ -179,9 +185,7 @@ def _blank_line_documents(lines: list[str]) -> list[Doc]:
     """A context section's unnamed documents: its blank-line blocks, one a line or an item
     where they are so laid out."""
     return [
-        Doc(block.content if block.content is not None else "\n".join(block.lines).strip())
-        for whole in _unmarked(lines, None)
-        for block in _one_a_line(whole, ())
+        Doc(_text(block)) for whole in _unmarked(lines, None) for block in _one_a_line(whole, ())
     ]
 
 
@@ -217,120 +221,19 @@ def _without_question(text: str, question: str | None, asked: str) -> list[str]:
     return lines
 
 
-def _mark(line: str, ids: Sequence[str]) -> tuple[str | None, str, str | None] | None:
-    """(label, the rest of the line, the tag that closes the block) when `line` opens a
-    marked block."""
-    stripped = line.lstrip()
-    bracket = _BRACKET.match(stripped)
-    if bracket is not None:
-        return bracket.group(1).strip(), stripped[bracket.end() :], None
-    named = _NAMED.match(stripped)
-    if named is not None:
-        return named.group(1), stripped[named.end() :], None
-    tag = _OPEN_TAG.match(stripped)
-    if tag is not None:
-        found = _TAG_ID.search(tag.group(2) or "")
-        return (found.group(1) if found else None), stripped[tag.end() :], tag.group(1)
-    for doc_id in ids:
-        if doc_id and stripped.startswith(doc_id):
-            rest = stripped[len(doc_id) :]
-            if not rest[:1].isalnum():
-                return doc_id, rest.lstrip(" :-)]\t"), None
-    return None
-
-
-def _marked(lines: list[str], ids: Sequence[str]) -> list[_Block] | None:
-    """The prompt's marked blocks, or None when it has none. A tag that holds other marks
-    wraps the documents (`<context>`) and is no document itself."""
-    marks = [_mark(line, ids) for line in lines]
-    if not any(marks):
-        return None
-    closes: dict[str, list[int]] = {}  # each tag's closing lines, in order
-    marked_before = [0]  # marks before each line
-    for j, line in enumerate(lines):
-        closed = _CLOSE_TAG.search(line)
-        if closed is not None:
-            closes.setdefault(closed.group(1), []).append(j)
-        marked_before.append(marked_before[-1] + (marks[j] is not None))
-    wrappers: set[int] = set()
-    for i, mark in enumerate(marks):
-        if mark is None or mark[2] is None:
-            continue
-        after = closes.get(mark[2], [])
-        k = bisect.bisect_left(after, i)  # a tag closed on its own line wraps nothing
-        if k < len(after) and marked_before[after[k]] - marked_before[i + 1] > 0:
-            wrappers.update((i, after[k]))
-    blocks: list[_Block] = []
-    current: _Block | None = None
-    for i, line in enumerate(lines):
-        mark = marks[i]
-        if i in wrappers:
-            current = None
-            continue
-        if mark is not None:
-            label, rest, tag = mark
-            current = _Block([rest], label, tag, opened=tag)
-            blocks.append(current)
-            _closes(current, rest)
-            if current.tag == "":
-                current = None
-            continue
-        if current is None:
-            continue  # outside every block: the template's
-        if current.tag is None and (not line.strip() or _HEADING.fullmatch(line.strip())):
-            current = None
-            continue
-        current.lines.append(line)
-        _closes(current, line)
-        if current.tag == "":
-            current = None
-    tagged = [b for b in blocks if b.tag is not None]
-    if len(tagged) == 1 and len(blocks) == 1:
-        # One tag around the prompt's documents (`<context>`): its blank-line blocks.
-        return _unmarked(tagged[0].lines, None)
-    return _named_by_child_tags(blocks)
-
-
-def _named_by_child_tags(blocks: list[_Block]) -> list[_Block]:
-    """A `<source>` (`<title>`, `<id>`...) tag inside a document's tag names the block
-    after it (`<document><source>a.md</source><document_content>...`) and is no document."""
-    out: list[_Block] = []
-    name: str | None = None
-    for block in blocks:
-        if block.opened is not None and block.opened.lower() in _NAME_TAGS:
-            name = "\n".join(block.lines).strip() or None
-            continue
-        if name is not None and block.label is None:
-            block.label = name
-        name = None
-        out.append(block)
-    return out
-
-
-def _one_a_line(block: _Block, ids: Sequence[str]) -> list[_Block]:
-    """A block, one document a line when its lines are as many as the retrieval's ids, or
-    each ends a sentence (documents joined by single newlines); else whole."""
+def _one_a_line(block: Block, ids: Sequence[str]) -> list[Block]:
+    """A block, one document an item when it is a list, one a line when its lines are as
+    many as the retrieval's ids or each ends a sentence (documents joined by single
+    newlines); else whole."""
     lines = [line for line in block.lines if line.strip()]
-    items = list_items(lines)
-    if items is not None:
-        if any(_instruction(item) for _, item in items):
+    items = structured_blocks([shape_of(line) for line in lines]) if len(lines) > 1 else None
+    if items is not None and all(b.bullet for b in items):
+        if any(_instruction(b.content or "") for b in items):
             return [block]  # a list of rules: the template's, whole
-        return [_Block(raw, content=item) for raw, item in items]
-    if len(lines) > 1 and (
-        len(lines) == len(ids) or all(line.rstrip()[-1:] in _SENTENCE_ENDS for line in lines)
-    ):
-        return [_Block([line]) for line in lines]
+        return items
+    if len(lines) > 1 and (len(lines) == len(ids) or all(ends_sentence(line) for line in lines)):
+        return [Block([line]) for line in lines]
     return [block]
-
-
-def _closes(block: _Block, line: str) -> None:
-    """Whether `line` closes `block`'s tag: its closing tag is cut off and `tag` set to ""."""
-    if block.tag is None:
-        return
-    closed = _CLOSE_TAG.search(line)
-    if closed is not None and closed.group(1) == block.tag:
-        block.lines[-1] = line[: closed.start()]
-        block.tag = ""
 
 
 def _line_key(line: str) -> int:
@@ -339,20 +242,20 @@ def _line_key(line: str) -> int:
     return hash(normalized(line))
 
 
-def _unmarked(lines: list[str], template: frozenset[int] | None) -> list[_Block]:
+def _unmarked(lines: list[str], template: frozenset[int] | None) -> list[Block]:
     """Blank-line blocks, with the template's lines and headings as boundaries too."""
-    blocks: list[_Block] = []
+    blocks: list[Block] = []
     current: list[str] = []
     for line in [*lines, ""]:
         text = line.strip()
         boundary = (
             not text
-            or _HEADING.fullmatch(text) is not None
+            or is_heading(text)
             or (template is not None and _line_key(line) in template)
         )
         if boundary:
             if current:
-                blocks.append(_Block(current))
+                blocks.append(Block(current))
             current = []
         else:
             current.append(line)

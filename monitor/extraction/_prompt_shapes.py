@@ -1,0 +1,528 @@
+"""A prompt's lines read by their shape, whatever their words or script: the documents are
+the blocks that open with a mark of one shape repeated with varying content, and the
+question is what a prompt sets apart and asks.
+
+- **A line's shape** (`shape_of`): its mark with the variable part abstracted. A number
+  (`1.`, `2)`, `3、`), a bracket (`[1]`, `[kb/a.md]`, `【1】`, `「a」`: any opening and
+  closing punctuation), a tag (`<doc id="a">`, `<问题>`), a bullet (`-`, `*`, `•`: one
+  punctuation or symbol and a space), a label before a colon (`Source:`, `文档1：`,
+  `المصدر:`: a few words, any colon Unicode names so), a bullet before a label (a YAML
+  item, `- id: a`), a separator (`-----`), a row of a delimited table (`id,text`). Digits
+  become `9`, so `[1]` and `[2]` are one shape; a label's words stay, so `Source:` and
+  `Content:` are two.
+- **Sections**: a label line with nothing after its colon that the text holds once
+  (`Context:`, `已知信息：`) heads the lines after it; a tag the text opens once wraps
+  the lines up to its closing tag (`<已知信息>…</已知信息>`).
+- **Documents**: in a section, the shape that repeats (twice at least, its content
+  varying; a number or a named tag once) opens a block each time. Inside the blocks, a
+  label or tag that every block repeats is a field: the field with the most text is the
+  document's text, a field whose values are single words in every block names it
+  (`doc_uri`), the others are left out. A bracket's or a tag's label names its block too
+  (a number is a position: the retrieval's n-th id). A table's rows are documents, the
+  column with the most text theirs, a column of single words their names.
+- **The question** (`asked_in`): the last section, tag or labelled line whose text ends
+  with a question mark (any script's: Unicode names it so), else the last labelled or
+  tagged one-line text that sits outside the documents, else a bare line that asks
+  beside documents laid out by structure.
+
+Every scan is linear in the text: no regular expression runs over it.
+"""
+
+from __future__ import annotations
+
+import csv
+import unicodedata
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+
+from monitor.extraction._span_values import loads
+
+_MAX_LABEL = 40  # characters of a label before its colon
+_MAX_LABEL_WORDS = 4
+_MAX_BRACKET = 64  # characters inside a bracket mark
+_MAX_TAG = 256  # characters of an opening tag
+_MIN_SEPARATOR = 3
+_DELIMITERS = ",\t|;"  # a table's column delimiters
+
+
+@lru_cache(maxsize=8192)
+def _name(c: str) -> str:
+    return unicodedata.name(c, "")
+
+
+def is_colon(c: str) -> bool:
+    return c == ":" or _name(c).endswith(" COLON")
+
+
+def asks(text: str) -> bool:
+    """Whether `text` ends with a question mark of any script (`?`, `？`, `؟`, `;`)."""
+    stripped = text.rstrip()
+    while stripped and unicodedata.category(stripped[-1]) in ("Pe", "Pf"):
+        stripped = stripped[:-1].rstrip()  # a closing quote or bracket after the mark
+    return bool(stripped) and "QUESTION MARK" in _name(stripped[-1]) and stripped[-1] != "¿"
+
+
+def ends_sentence(text: str) -> bool:
+    """Whether `text` ends as a sentence does: a full stop, question or exclamation mark of
+    any script, or a closing quote or bracket; not a colon or a comma."""
+    last = text.rstrip()[-1:]
+    if not last:
+        return False
+    category = unicodedata.category(last)
+    if category in ("Pe", "Pf"):
+        return True
+    return category == "Po" and not is_colon(last) and "COMMA" not in _name(last)
+
+
+@dataclass(slots=True)
+class Line:
+    raw: str
+    shape: str = ""  # "" blank, "text" unmarked, else the mark's shape
+    label: str | None = None  # what the mark names: a number, a bracket's text, a tag's id
+    rest: str = ""  # the text after the mark
+    key: str | None = None  # a named label's or a tag's name: a field of a block
+    closes: str | None = None  # the tag this line closes at its end
+    indent: int = 0
+
+
+def _tag(s: str) -> Line | None:
+    """`<name attr="v">rest</name>`, `</name>`, or None."""
+    closing = s[1:2] == "/"
+    i = 2 if closing else 1
+    n = i
+    while n < len(s) and n < _MAX_TAG and (s[n].isalnum() or s[n] in "_-.:"):
+        n += 1
+    name = s[i:n]
+    end = s.find(">", n, _MAX_TAG)
+    if not name or not name[0].isalpha() or end < 0:
+        return None
+    if closing:
+        return Line(s, "</" + name.casefold() + ">", closes=name)
+    if s[end - 1] == "/":
+        return None  # a self-closing tag holds no text
+    attributes = _attributes(s[n:end])
+    label = next((v for v in attributes if not v.isdigit()), None) or next(iter(attributes), None)
+    rest = s[end + 1 :]
+    closes = None
+    close = "</" + name + ">"
+    if rest.rstrip().endswith(close):
+        rest, closes = rest.rstrip()[: -len(close)], name
+    return Line(s, "<" + name.casefold() + ">", label, rest.strip(), name.casefold(), closes)
+
+
+def _attributes(text: str) -> list[str]:
+    """The quoted values of a tag's attributes (`id="a" n='1'`), in order."""
+    values: list[str] = []
+    i = text.find("=")
+    while i >= 0 and i + 1 < len(text):
+        quote = text[i + 1]
+        if quote in "\"'":
+            end = text.find(quote, i + 2)
+            if end < 0:
+                break
+            values.append(text[i + 2 : end].strip())
+            i = text.find("=", end)
+        else:
+            i = text.find("=", i + 1)
+    return [v for v in values if v]
+
+
+def _bracket(s: str) -> Line | None:
+    end = next(
+        (i for i in range(1, min(len(s), _MAX_BRACKET + 2)) if unicodedata.category(s[i]) == "Pe"),
+        -1,
+    )
+    inner = s[1:end].strip() if end > 0 else ""
+    if not inner or any(unicodedata.category(c) == "Ps" for c in inner):
+        return None
+    rest = s[end + 1 :]
+    if rest[:1] and unicodedata.category(rest[0]).startswith("P"):
+        rest = rest[1:]  # `[1]:`, `[1].`
+    shape = s[0] + ("9" if inner.isdigit() else "x") + s[end]
+    return Line(s, shape, inner, rest.strip())
+
+
+def _number(s: str) -> Line | None:
+    n = 0
+    while n < len(s) and n < 4 and s[n].isdecimal():
+        n += 1
+    if n == 0 or n >= len(s) or n == 4:
+        return None
+    mark = s[n]
+    after = s[n + 1 : n + 2]
+    if not unicodedata.category(mark).startswith("P") or is_colon(mark) or after.isdecimal():
+        return None
+    if after and not after.isspace() and unicodedata.category(mark) != "Po":
+        return None
+    number = str(int(s[:n]))
+    return Line(s, "9" + unicodedata.normalize("NFKC", mark), number, s[n + 1 :].strip())
+
+
+def _label(s: str) -> Line | None:
+    """`Label: rest` (a few words before a colon of any script), or None."""
+    at = next((i for i, c in enumerate(s[: _MAX_LABEL + 1]) if is_colon(c)), -1)
+    if at <= 0:
+        return None
+    label = s[:at].strip()
+    after = s[at + 1 : at + 2]
+    if (
+        not label
+        or after.isdecimal()
+        or after == "/"
+        or label.count(" ") >= _MAX_LABEL_WORDS
+        or any(unicodedata.category(c)[0] == "P" and c not in "#-_/" for c in label)
+    ):
+        return None
+    rest = s[at + 1 :].strip()
+    digits = "".join(c for c in label if c.isdecimal())
+    if digits:
+        shape = "".join("9" if c.isdecimal() else c for c in label.casefold())
+        return Line(s, _collapse_nines(shape) + ":", str(int(digits)), rest)
+    key = label.casefold()
+    return Line(s, key + ":", None, rest, key)
+
+
+def _collapse_nines(shape: str) -> str:
+    out: list[str] = []
+    for c in shape:
+        if not (c == "9" and out and out[-1] == "9"):
+            out.append(c)
+    return "".join(out)
+
+
+def _separator(s: str) -> bool:
+    return (
+        len(s) >= _MIN_SEPARATOR
+        and s.count(s[0]) == len(s)
+        and unicodedata.category(s[0])[0] in "PS"
+    )
+
+
+def shape_of(raw: str, ids: tuple[str, ...] = ()) -> Line:
+    """A line's shape and what its mark carries (see the module docstring)."""
+    s = raw.strip()
+    indent = len(raw) - len(raw.lstrip())
+    line = _shape(s, ids) if s else Line(raw)
+    line.raw, line.indent = raw, indent
+    return line
+
+
+def _shape(s: str, ids: tuple[str, ...]) -> Line:
+    if s[0] == "<":
+        return _tag(s) or Line(s, "text", rest=s)
+    if _separator(s):
+        return Line(s, "sep")
+    if unicodedata.category(s[0]) == "Ps":
+        found = _bracket(s)
+        if found is not None:
+            return found
+    for doc_id in ids:
+        if doc_id and s.startswith(doc_id) and not s[len(doc_id) : len(doc_id) + 1].isalnum():
+            return Line(s, "id", doc_id, s[len(doc_id) :].lstrip(" :-)]\t"))
+    if s[0].isdecimal():
+        found = _number(s)
+        if found is not None:
+            return found
+    if unicodedata.category(s[0])[0] in "PS" and s[1:2].isspace():
+        inner = _label(s[2:].strip())
+        if inner is not None:  # a YAML item: `- id: a`
+            inner.shape = s[0] + " " + inner.shape
+            return inner
+        return Line(s, s[0] + " ", rest=s[2:].strip())
+    return _label(s) or Line(s, "text", rest=s)
+
+
+def is_heading(text: str) -> bool:
+    """A line that only heads what follows: a label with nothing after its colon."""
+    line = shape_of(text)
+    return line.shape.endswith(":") and not line.rest and "\n" not in text.strip()
+
+
+# -- blocks ---------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Block:
+    lines: list[str]
+    label: str | None = None  # what names it: a number, an id, a tag's or a field's value
+    content: str | None = None  # its text, where it is not its lines
+    structured: bool = False  # opened by a repeated mark (not a blank-line block)
+    bullet: bool = False  # a list item without a name
+
+
+@dataclass(slots=True)
+class Section:
+    lines: list[Line]
+    head: str | None = None  # the heading label or the tag that wraps it
+    one_line: bool = False  # its text is one line (a labelled or tagged value)
+
+
+def sections(lines: list[Line], values: bool = False) -> list[Section]:
+    """The lines grouped under their headings and wrapping tags (see the module docstring);
+    with `values`, a label the text holds once with its text on its line is a section of
+    that one line too (`问题：...`)."""
+    counts = Counter(line.shape for line in lines)
+    out: list[Section] = [Section([])]
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        once = counts[line.shape] == 1
+        if once and line.key is not None and line.shape.startswith("<") and line.label is None:
+            close = _closing(lines, i, line.key)
+            if close is not None:
+                inner = [shape_of(line.rest)] if line.rest else []
+                if close > i:
+                    inner += lines[i + 1 : close]
+                    tail = _before_close(lines[close].raw, line.key)
+                    if tail.strip():
+                        inner.append(shape_of(tail))
+                out.append(Section(inner, line.key, one_line=len(inner) == 1))
+                out.append(Section([]))
+                i = close + 1
+                continue
+        if once and line.key is not None and line.shape.endswith(":"):
+            if not line.rest:
+                out.append(Section([], line.key))
+                i += 1
+                continue
+            if values:
+                out.append(Section([shape_of(line.rest)], line.key, one_line=True))
+                out.append(Section([]))
+                i += 1
+                continue
+        out[-1].lines.append(line)
+        i += 1
+    return [s for s in out if s.head is not None or any(line.shape for line in s.lines)]
+
+
+def _closing(lines: list[Line], at: int, key: str) -> int | None:
+    if lines[at].closes is not None:
+        return at
+    for j in range(at + 1, len(lines)):
+        if _closes(lines[j].raw, key):
+            return j
+    return None
+
+
+def _closes(raw: str, key: str) -> bool:
+    return raw.rstrip().casefold().endswith("</" + key + ">")
+
+
+def _before_close(raw: str, key: str) -> str:
+    at = raw.casefold().rfind("</" + key + ">")
+    return raw[:at] if at >= 0 else raw
+
+
+def _opener(lines: list[Line]) -> str | None:
+    """The shape that opens the section's blocks: one that repeats with varying content
+    (a number or a named tag may stand once); labelled marks before bullets, then the most
+    frequent, then the first."""
+    counts = Counter(line.shape for line in lines if line.shape not in ("", "text"))
+    texts: dict[str, set[str]] = {}
+    first: dict[str, int] = {}
+    for n, line in enumerate(lines):
+        texts.setdefault(line.shape, set()).add(f"{line.label}\x00{line.rest}")
+        first.setdefault(line.shape, n)
+    best: tuple[int, int, int] | None = None
+    chosen = None
+    for shape, count in counts.items():
+        if shape.startswith("</") or shape == "sep":
+            continue
+        # One mark that names its block may stand alone (`[1]`, `<doc id=…>`, `Doc 1:`).
+        single = shape == "id" or shape[0] == "<" or unicodedata.category(shape[0]) == "Ps"
+        single = single or (shape.endswith(":") and "9" in shape)
+        if count < 2 and not (single and any(line.label for line in lines if line.shape == shape)):
+            continue
+        if count >= 2 and len(texts[shape]) < 2:
+            continue  # the same line each time: the template's
+        named = 1 if any(line.label for line in lines if line.shape == shape) else 0
+        score = (named, count, -first[shape])
+        if best is None or score > best:
+            best, chosen = score, shape
+    return chosen
+
+
+def structured_blocks(lines: list[Line]) -> list[Block] | None:
+    """A section's blocks opened by its repeated shape, with their names and fields, or
+    None when no shape repeats."""
+    table = _table(lines)
+    if table is not None:
+        return table
+    between = _between_separators(lines)
+    if between is not None:
+        return between
+    opener = _opener(lines)
+    if opener is None:
+        return None
+    openings = [n for n, line in enumerate(lines) if line.shape == opener]
+    counts = Counter(line.shape for line in lines)
+    raw: list[list[Line]] = []
+    for k, start in enumerate(openings):
+        stop = openings[k + 1] if k + 1 < len(openings) else len(lines)
+        block = [lines[start]]
+        tag = lines[start].key if opener.startswith("<") else None
+        closed = lines[start].closes is not None
+        last = k + 1 == len(openings)
+        for line in lines[start + 1 : stop]:
+            if closed:
+                break
+            if tag is not None:
+                if _closes(line.raw, tag):
+                    tail = _before_close(line.raw, tag)
+                    if tail.strip():
+                        block.append(shape_of(tail))
+                    break
+            elif line.shape not in ("", "text") and counts[line.shape] < len(openings):
+                break  # a mark the blocks do not share: what follows them
+            elif last and not line.shape and (block[0].rest or any(b.shape for b in block[1:])):
+                break  # after the last block, a blank line ends it
+            block.append(line)
+        raw.append(block)
+    return _fielded(raw, opener)
+
+
+def _fielded(raw: list[list[Line]], opener: str) -> list[Block]:
+    """Blocks whose lines carry fields that every block repeats: the text is the field with
+    most text, the name a field of single words."""
+    shared = None
+    for block in raw:
+        keys = {line.key for line in block[1:] if line.key is not None}
+        if block[0].key is not None and not opener.startswith("<"):
+            keys.add(block[0].key)
+        shared = keys if shared is None else shared & keys
+    fields = shared or set()
+    values: list[dict[str, list[str]]] = []
+    for block in raw:
+        own: dict[str, list[str]] = {}
+        current: str | None = None
+        head = block[0]
+        if head.key in fields and not opener.startswith("<"):
+            current = head.key
+        own.setdefault(current or "", [])
+        if head.rest:
+            own[current or ""].append(head.rest)
+        for line in block[1:]:
+            if line.key in fields and line.key is not None:
+                current = line.key
+                own.setdefault(current, [])
+                if line.rest:
+                    own[current].append(line.rest)
+                continue
+            if line.shape.startswith("</"):
+                continue
+            own.setdefault(current or "", []).append(line.raw if line.shape else "")
+        values.append(own)
+    total: Counter[str] = Counter()
+    for own in values:
+        for key, texts in own.items():
+            total[key] += sum(len(t) for t in texts)
+    text_key = max(total, key=lambda k: total[k]) if total else ""
+    name_key = next(
+        (
+            key
+            for key in sorted(fields, key=str)
+            if key != text_key
+            and all(len(" ".join(own.get(key, [])).split()) == 1 for own in values)
+        ),
+        None,
+    )
+    blocks = []
+    for block, own in zip(raw, values, strict=True):
+        text = "\n".join(own.get(text_key, [])).strip()
+        label = block[0].label
+        if name_key is not None:
+            label = " ".join(own.get(name_key, [])).strip() or label
+        bullet = opener.endswith(" ") and label is None
+        blocks.append(Block([b.raw for b in block], label, text, True, bullet))
+    return blocks
+
+
+def _between_separators(lines: list[Line]) -> list[Block] | None:
+    """The texts between separator lines (`-----`), when two separators at least hold
+    text between them."""
+    marks = [n for n, line in enumerate(lines) if line.shape == "sep"]
+    if len(marks) < 2:
+        return None
+    blocks = []
+    for a, b in zip(marks, marks[1:], strict=False):
+        body = [line.raw for line in lines[a + 1 : b] if line.shape]
+        if body:
+            blocks.append(Block(body, content="\n".join(body).strip(), structured=True))
+    return blocks if len(blocks) >= 2 else None
+
+
+def _table(lines: list[Line]) -> list[Block] | None:
+    """A delimited table (a header row of single words, then rows of as many columns): a
+    document a row, its text the column with most text, its name a column of single
+    words."""
+    body = [line.raw.strip() for line in lines if line.shape]
+    if len(body) < 3:
+        return None
+    for delimiter in _DELIMITERS:
+        if delimiter not in body[0]:
+            continue
+        rows = list(csv.reader(body, delimiter=delimiter))
+        header = rows[0]
+        if len(header) < 2 or any(len(h.split()) != 1 for h in header):
+            continue
+        if any(len(row) != len(header) for row in rows[1:]):
+            continue
+        columns = list(zip(*rows[1:], strict=True))
+        text = max(range(len(header)), key=lambda c: sum(len(v) for v in columns[c]))
+        name = next(
+            (c for c in range(len(header)) if c != text and all(len(v.split()) == 1 for v in columns[c])),
+            None,
+        )
+        return [
+            Block([body[n + 1]], row[name] if name is not None else None, row[text], True)
+            for n, row in enumerate(rows[1:])
+        ]
+    return None
+
+
+# -- the question ---------------------------------------------------------------------------
+
+
+def asked_in(message: str) -> str | None:
+    """The question a prompt sets apart (see the module docstring), or None."""
+    lines = [shape_of(raw) for raw in message.splitlines()]
+    parts = sections(lines, values=True)
+    labelled = [
+        _text(section.lines)
+        for section in parts
+        if section.head is not None and section.lines and structured_blocks(section.lines) is None
+    ]
+    labelled = [t for t in labelled if t]
+    asking = [t for t in labelled if asks(t)]
+    if asking:
+        return asking[-1]
+    one_line = [
+        _text(section.lines) for section in parts if section.one_line and section.lines
+    ]
+    if one_line and one_line[-1]:
+        return one_line[-1]
+    bare = [n for n, line in enumerate(lines) if line.shape == "text" and asks(line.raw)]
+    if not bare:
+        return None
+    rest = [line for n, line in enumerate(lines) if n != bare[-1]]
+    if _laid_out(rest):
+        return lines[bare[-1]].raw.strip()
+    return None
+
+
+def _laid_out(lines: list[Line]) -> bool:
+    """Whether lines hold documents by structure: a repeated mark, or a JSON value a line."""
+    if any(line.shape == "text" and _json_line(line.raw) for line in lines):
+        return True
+    return structured_blocks(lines) is not None
+
+
+def _json_line(raw: str) -> bool:
+    s = raw.strip()
+    return s[:1] in ('"', "[", "{") and loads(s) is not None or s == "null"
+
+
+def _text(lines: list[Line]) -> str:
+    return "\n".join(line.raw for line in lines).strip()
+
