@@ -47,7 +47,7 @@ from monitor.extraction._prompt_shapes import (
     structured_blocks,
 )
 from monitor.extraction._prompt_templates import TEMPLATES, PromptTemplates
-from monitor.extraction._span_values import Doc, normalized
+from monitor.extraction._span_values import Doc, loads, normalized
 
 _MAX_LINES = 512  # lines of one prompt remembered
 
@@ -215,10 +215,23 @@ def _named(docs: list[Doc], ids: Sequence[str]) -> list[Doc]:
 def _without_question(text: str, question: str | None, asked: str) -> list[str]:
     if question and question.strip() and question in text:
         text = text.replace(question, "")
-    lines = text.splitlines()
+    lines = [_json_literal(line) for line in text.splitlines()]
     if asked:
         lines = ["" if asked in normalized(line) else line for line in lines]
     return lines
+
+
+def _json_literal(line: str) -> str:
+    """A line that is a JSON string is its text (a tool's result a framework joined into
+    the prompt as JSON); `null` is nothing."""
+    stripped = line.strip()
+    if stripped == "null":
+        return ""
+    if len(stripped) > 1 and stripped[0] == stripped[-1] == '"':
+        decoded = loads(stripped)
+        if isinstance(decoded, str):
+            return decoded
+    return line
 
 
 def _one_a_line(block: Block, ids: Sequence[str]) -> list[Block]:

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from monitor.extraction._prompt_shapes import shape_of, structured_blocks
 from monitor.extraction._span_values import Doc, content_text, loads
 
 # Fields of a JSON user message that hold the question, in the order they are looked for.
@@ -270,8 +271,13 @@ def framework_documents(text: str) -> list[Doc] | None:
         marks = [i for i, line in enumerate(stripped) if line == _SPRING_DELIMITER]
         if len(marks) < 2:
             return None
-        between = stripped[marks[0] + 1 : marks[1]]
-        return [Doc(line) for line in between if line]
+        between = lines[marks[0] + 1 : marks[1]]
+        # One a line as Spring AI joins them, unless a document formatter wrote each with
+        # its metadata (`source: ...` lines repeated with each document).
+        blocks = structured_blocks([shape_of(line) for line in between])
+        if blocks is not None and not all(b.bullet for b in blocks):
+            return [Doc(b.content or "", b.label) for b in blocks if b.content]
+        return [Doc(line.strip()) for line in between if line.strip()]
     at = text.rfind(_LANGCHAIN4J_HEADER)
     if at < 0:
         return None

@@ -171,7 +171,7 @@ def _label(s: str) -> Line | None:
         or after.isdecimal()
         or after == "/"
         or label.count(" ") >= _MAX_LABEL_WORDS
-        or any(unicodedata.category(c)[0] == "P" and c not in "#-_/" for c in label)
+        or any(unicodedata.category(c) in ("Po", "Pi", "Pf") and c not in "#/" for c in label)
     ):
         return None
     rest = s[at + 1 :].strip()
@@ -364,6 +364,8 @@ def structured_blocks(lines: list[Line]) -> list[Block] | None:
         tag = lines[start].key if opener.startswith("<") else None
         closed = lines[start].closes is not None
         last = k + 1 == len(openings)
+        blanks = 0
+        inner_blanks = max((_inner_blanks(b) for b in raw), default=0)
         for line in lines[start + 1 : stop]:
             if closed:
                 break
@@ -376,10 +378,18 @@ def structured_blocks(lines: list[Line]) -> list[Block] | None:
             elif line.shape not in ("", "text") and counts[line.shape] < len(openings):
                 break  # a mark the blocks do not share: what follows them
             elif last and not line.shape and (block[0].rest or any(b.shape for b in block[1:])):
-                break  # after the last block, a blank line ends it
+                # After the last block, a blank line ends it, past as many as the others hold.
+                blanks += 1
+                if blanks > inner_blanks:
+                    break
             block.append(line)
         raw.append(block)
     return _fielded(raw, opener)
+
+
+def _inner_blanks(block: list[Line]) -> int:
+    shown = [n for n, line in enumerate(block) if line.shape]
+    return sum(1 for line in block[: shown[-1]] if not line.shape) if shown else 0
 
 
 def _fielded(raw: list[list[Line]], opener: str) -> list[Block]:
@@ -402,15 +412,18 @@ def _fielded(raw: list[list[Line]], opener: str) -> list[Block]:
         own.setdefault(current or "", [])
         if head.rest:
             own[current or ""].append(head.rest)
+        inline = bool(head.rest)
         for line in block[1:]:
             if line.key in fields and line.key is not None:
-                current = line.key
+                current, inline = line.key, bool(line.rest)
                 own.setdefault(current, [])
                 if line.rest:
                     own[current].append(line.rest)
                 continue
             if line.shape.startswith("</"):
                 continue
+            if not line.shape and inline:
+                current = None  # a blank line ends a value written on its label's line
             own.setdefault(current or "", []).append(line.raw if line.shape else "")
         values.append(own)
     total: Counter[str] = Counter()
@@ -418,11 +431,14 @@ def _fielded(raw: list[list[Line]], opener: str) -> list[Block]:
         for key, texts in own.items():
             total[key] += sum(len(t) for t in texts)
     text_key = max(total, key=lambda k: total[k]) if total else ""
+    order = [raw[0][0].key] if raw and raw[0][0].key in fields else []
+    order += [line.key for line in raw[0] if line.key in fields and line.key not in order]
     name_key = next(
         (
             key
-            for key in sorted(fields, key=str)
-            if key != text_key
+            for key in order
+            if key is not None
+            and key != text_key
             and all(len(" ".join(own.get(key, [])).split()) == 1 for own in values)
         ),
         None,
@@ -455,30 +471,38 @@ def _between_separators(lines: list[Line]) -> list[Block] | None:
 def _table(lines: list[Line]) -> list[Block] | None:
     """A delimited table (a header row of single words, then rows of as many columns): a
     document a row, its text the column with most text, its name a column of single
-    words."""
+    words. Lines before its header and after its last row are not its."""
     body = [line.raw.strip() for line in lines if line.shape]
-    if len(body) < 3:
-        return None
     for delimiter in _DELIMITERS:
-        if delimiter not in body[0]:
-            continue
-        rows = list(csv.reader(body, delimiter=delimiter))
-        header = rows[0]
-        if len(header) < 2 or any(len(h.split()) != 1 for h in header):
-            continue
-        if any(len(row) != len(header) for row in rows[1:]):
-            continue
-        columns = list(zip(*rows[1:], strict=True))
-        text = max(range(len(header)), key=lambda c: sum(len(v) for v in columns[c]))
-        name = next(
-            (c for c in range(len(header)) if c != text and all(len(v.split()) == 1 for v in columns[c])),
-            None,
-        )
-        return [
-            Block([body[n + 1]], row[name] if name is not None else None, row[text], True)
-            for n, row in enumerate(rows[1:])
-        ]
+        rows = [next(csv.reader([text], delimiter=delimiter)) for text in body]
+        start = 0
+        while start < len(rows):
+            header = rows[start]
+            end = start + 1
+            if len(header) >= 2 and all(len(h.split()) == 1 for h in header):
+                while end < len(rows) and len(rows[end]) == len(header):
+                    end += 1
+                if end - start >= 3:
+                    return _rows(body[start + 1 : end], rows[start + 1 : end])
+            start = end
     return None
+
+
+def _rows(texts: list[str], rows: list[list[str]]) -> list[Block]:
+    columns = list(zip(*rows, strict=True))
+    text = max(range(len(columns)), key=lambda c: sum(len(v) for v in columns[c]))
+    name = next(
+        (
+            c
+            for c in range(len(columns))
+            if c != text and all(len(v.split()) == 1 for v in columns[c])
+        ),
+        None,
+    )
+    return [
+        Block([raw], row[name] if name is not None else None, row[text], True)
+        for raw, row in zip(texts, rows, strict=True)
+    ]
 
 
 # -- the question ---------------------------------------------------------------------------

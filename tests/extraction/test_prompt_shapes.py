@@ -1,0 +1,143 @@
+"""Prompts split into question and documents by their structure, whatever their words or
+script: one fixed example of each kind real apps were misread on (a Chinese RAG prompt, a
+Langchain-Chatchat template, documents named by a label, YAML items, table rows, Spring
+AI's document formatter, a service's first requests, a joined prompt with a tool's result).
+Each trace is written by the real OpenTelemetry SDK, no convention names its documents, and
+they reach the model only inside the prompt; the service's first requests after a start."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from opentelemetry.trace import Tracer
+
+from monitor.extraction._prompt_shapes import asks, shape_of
+from monitor.extraction._prompt_templates import TEMPLATES
+from monitor.records import RagRecord
+from tests.extraction.test_structure_and_prompt import _genai_chat, _record
+
+QUESTION_ZH = "埃菲尔铁塔是什么时候建成的？"
+DOCS_ZH = [
+    ("kb/eiffel.md", "埃菲尔铁塔于1889年建成，是巴黎世界博览会的入口。"),
+    ("kb/height.md", "埃菲尔铁塔高330米，位于巴黎战神广场。"),
+]
+TEXTS_ZH = [text for _, text in DOCS_ZH]
+QUESTION = "When was the Eiffel Tower completed?"
+DOCS = [
+    ("kb/eiffel.md", "The Eiffel Tower was completed in 1889 for the World's Fair."),
+    ("kb/height.md", "The tower is 330 metres tall and stands on the Champ de Mars."),
+]
+TEXTS = [text for _, text in DOCS]
+URIS = [uri for uri, _ in DOCS]
+ANSWER = "It was completed in 1889."  # what `_genai_chat` answers
+
+
+@pytest.fixture(autouse=True)
+def _fresh_templates() -> Iterator[None]:
+    TEMPLATES.clear()  # a service's first requests after a start
+    yield
+    TEMPLATES.clear()
+
+
+def _read(system: str | None, user: str) -> RagRecord:
+    def emit(tracer: Tracer) -> None:
+        _genai_chat(tracer, system, user)
+
+    return _record(emit)
+
+
+def _assert(record: RagRecord, question: str, texts: list[str], uris: list[str | None]) -> None:
+    assert record.query == question
+    assert [d.content for d in record.retrieved_context] == texts
+    assert [d.doc_uri for d in record.retrieved_context] == uris
+    assert record.context_source == "prompt"
+
+
+CHINESE_RAG = (
+    "已知信息：\n"
+    + "\n".join(f"{n}. {t}" for n, t in enumerate(TEXTS_ZH, 1))
+    + "\n\n根据上述已知信息，简洁和专业地回答用户的问题。\n\n"
+    + f"问题：{QUESTION_ZH}\n回答："
+)
+# Langchain-Chatchat's default knowledge-base prompt, its documents joined by newlines.
+CHATCHAT = (
+    "<指令>根据已知信息，简洁和专业的来回答问题。如果无法从中得到答案，请说 “根据已知信息无法"
+    "回答该问题”，不允许在答案中添加编造成分，答案请使用中文。 </指令>\n"
+    "<已知信息>" + "\n".join(TEXTS_ZH) + "</已知信息>\n"
+    f"<问题>{QUESTION_ZH}</问题>\n"
+)
+
+
+@pytest.mark.parametrize("user", [CHINESE_RAG, CHATCHAT], ids=["labelled", "chatchat_tags"])
+def test_a_chinese_prompt_gives_its_question_and_its_documents(user: str) -> None:
+    """The whole prompt in one user message, no span says the question: the question is
+    the labelled or tagged text that asks (`？`), the documents the numbered items or the
+    lines of the tag that holds them; the instruction and `回答：` are neither."""
+    _assert(_read(None, user), QUESTION_ZH, TEXTS_ZH, [None, None])
+
+
+NAMED_BLOCKS = "Answer from the sources.\n\n" + "\n\n".join(
+    f"Source: {u}\nContent: {t}" for u, t in DOCS
+)
+YAML_ITEMS = "documents:\n" + "".join(f"  - id: {u}\n    text: {t}\n" for u, t in DOCS)
+CSV_ROWS = "Context (CSV):\nid,text\n" + "".join(f'{u},"{t}"\n' for u, t in DOCS)
+# Spring AI's ContextualQueryAugmenter with a document formatter that writes each
+# document's formatted content (`Document.getFormattedContent()`: its metadata as
+# `key: value` lines, a blank line, its text), the documents joined by newlines.
+SPRING_FORMATTED = (
+    "Context information is below.\n\n---------------------\n"
+    + "\n".join(f"source: {u}\ndistance: 0.{n}\n\n{t}" for n, (u, t) in enumerate(DOCS, 1))
+    + "\n---------------------\n\n"
+    "Given the context information and no prior knowledge, answer the query.\n\n"
+    f"Query: {QUESTION}\n\nAnswer:\n"
+)
+
+
+@pytest.mark.parametrize(
+    "system",
+    [NAMED_BLOCKS, YAML_ITEMS, CSV_ROWS],
+    ids=["source_content_blocks", "yaml_items", "csv_rows"],
+)
+def test_documents_named_by_a_label_keep_the_name_and_lose_the_labels(system: str) -> None:
+    """Each document's name (`Source:`, `id:`, an id column) is its `doc_uri`; the label
+    lines every block repeats are no part of its text."""
+    _assert(_read(system, QUESTION), QUESTION, TEXTS, URIS)
+
+
+def test_spring_ais_formatted_documents_are_named_by_their_source() -> None:
+    _assert(_read(None, SPRING_FORMATTED), QUESTION, TEXTS, URIS)
+
+
+def test_a_services_own_template_is_read_right_from_its_first_request() -> None:
+    """A template of the service's own, in Chinese, its documents in blank-line blocks
+    under a label: the first two requests after a start (no template learned) give the
+    documents alone, never the template's lines."""
+    questions = [QUESTION_ZH, "埃菲尔铁塔有多高？"]
+    for question in questions:
+        user = (
+            "你是本公司的客服助理，请用中文回答。\n\n已知信息：\n"
+            + "\n\n".join(TEXTS_ZH)
+            + f"\n\n问题：{question}\n回答："
+        )
+        _assert(_read(None, user), question, TEXTS_ZH, [None, None])
+
+
+def test_a_joined_prompt_with_a_tools_result_gives_the_question_and_the_result() -> None:
+    """A framework that joined its messages into one prompt: the question, the assistant's
+    empty turn (`null`), the tool's result as a JSON string."""
+    user = f"{QUESTION}\nnull\n{json.dumps(TEXTS[0])}"
+    _assert(_read(None, user), QUESTION, [TEXTS[0]], [None])
+
+
+def test_question_marks_and_colons_of_any_script() -> None:
+    for asking in ("Why?", "为什么？", "لماذا؟", "Γιατί\u037e", "«Почему?»"):
+        assert asks(asking), asking
+    assert not asks("¿Por qué") and not asks("Why.")
+    for line, label in (("来源：kb/a.md", "来源:"), ("المصدر: a", "المصدر:"), ("Quelle: a", "quelle:")):
+        assert shape_of(line).shape == label
+    assert shape_of("文档12：内容").shape == shape_of("文档3：其他").shape == "文档9:"
+    assert shape_of("【1】文本").shape == shape_of("【22】文本").shape
+    assert shape_of("at 10:30 we met").shape == "text"
+    assert shape_of("https://a.b/c").shape == "text"
