@@ -105,7 +105,7 @@ def documents_from_prompt(
     lines: list[str] = []  # those of the messages not laid out under Markdown headings
     sectioned: list[list[str]] = []
     for text in texts:
-        own = _without_question(text, question, asked)
+        own = _without_answer_cue(_without_question(text, question, asked))
         every += own
         if has_headings(own):
             sectioned.append(own)
@@ -116,7 +116,8 @@ def documents_from_prompt(
     candidates = _by_structure(lines, ids, template)
     for section_lines in sectioned:
         for doc in heading_documents(section_lines, _instruction, _blank_line_documents):
-            candidates.append(Block((doc.content or "").splitlines(), doc.doc_uri))
+            lines_of = (doc.content or "").splitlines()
+            candidates.append(Block(lines_of, doc.doc_uri, structured=doc.doc_uri is not None))
     docs: list[Doc] = []
     for block in candidates:
         if not _kept(block, template):
@@ -134,8 +135,11 @@ def _kept(block: Block, template: frozenset[int] | None) -> bool:
     """Whether a block is a document: not every line of it the template's, some text, and
     unless a mark names it, no instruction."""
     body = [line for line in block.lines if line.strip()]
-    if template is not None and body and all(_line_key(line) in template for line in body):
-        return False  # a block every prompt has: the template's
+    learned = template is not None and body and all(_line_key(ln) in template for ln in body)
+    if learned and not block.structured:
+        # A block every prompt has: the template's. A block a repeated mark opens is a
+        # document even where the same one closed the last prompts (a popular document).
+        return False
     content = block.content if block.content is not None else _joined(block.lines)
     if not content.strip():
         return False
@@ -219,6 +223,15 @@ def _without_question(text: str, question: str | None, asked: str) -> list[str]:
     if asked:
         lines = ["" if asked in normalized(line) else line for line in lines]
     return lines
+
+
+def _without_answer_cue(lines: list[str]) -> list[str]:
+    """A message's lines without the labels it ends on (`Answer:`, `回答：`): they head what
+    the model is to write, nothing of a document."""
+    end = len(lines)
+    while end and (not lines[end - 1].strip() or is_heading(lines[end - 1].strip())):
+        end -= 1
+    return lines[:end]
 
 
 def _json_literal(line: str) -> str:

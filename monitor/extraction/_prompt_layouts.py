@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.extraction._prompt_shapes import shape_of, structured_blocks
+from monitor.extraction._prompt_shapes import asks, ends_sentence, shape_of, structured_blocks
 from monitor.extraction._span_values import Doc, content_text, loads
 
 # Fields of a JSON user message that hold the question, in the order they are looked for.
@@ -80,7 +80,7 @@ def _question_in(value: dict[str, Any], depth: int) -> str | None:
     for name, found in texts:
         if _QUESTION_WORDS & _words(name):
             return found
-    asking = [found for _, found in texts if found.endswith("?")]
+    asking = [found for _, found in texts if asks(found)]
     if len(asking) == 1:
         return asking[0]
     if depth >= _MAX_JSON_DEPTH:
@@ -119,6 +119,11 @@ def _collect(value: dict[str, Any], docs: list[Doc], depth: int) -> None:
                 docs.append(doc)
 
 
+def _worded(text: str) -> bool:
+    """A text rather than a name: words with spaces, or a sentence's end."""
+    return " " in text.strip() or ends_sentence(text)
+
+
 def _json_object(text: str) -> dict[str, Any] | None:
     stripped = text.strip()
     if not stripped.startswith("{"):
@@ -134,9 +139,11 @@ def _json_doc(item: Any) -> Doc | None:
         return None  # not a document: a message of the conversation
     field = next((f for f in _TEXT_FIELDS if f in item), None)
     if field is None:
-        # No known text field: the item's longest text of more than one word.
-        texts = [(len(v), f) for f, v in item.items() if isinstance(v, str) and " " in v.strip()]
-        field = max(texts)[1] if texts else None
+        # No known text field: the item's longest text, when it is longer than a name (a
+        # text without spaces, as Chinese is written, counts by its characters).
+        texts = [(len(v.strip()), f) for f, v in item.items() if isinstance(v, str)]
+        longest = max(texts) if texts else None
+        field = longest[1] if longest is not None and _worded(item[longest[1]]) else None
     text = content_text(item[field]) if field is not None else None
     if not text or not text.strip():
         return None

@@ -139,8 +139,9 @@ def _bracket(s: str) -> Line | None:
     rest = s[end + 1 :]
     if rest[:1] and unicodedata.category(rest[0]).startswith("P"):
         rest = rest[1:]  # `[1]:`, `[1].`
-    shape = s[0] + ("9" if inner.isdigit() else "x") + s[end]
-    return Line(s, shape, inner, rest.strip())
+    if inner.isdecimal():
+        return Line(s, s[0] + "9" + s[end], str(int(inner)), rest.strip())
+    return Line(s, s[0] + "x" + s[end], inner, rest.strip(), inner.casefold())
 
 
 def _number(s: str) -> Line | None:
@@ -262,12 +263,19 @@ def sections(lines: list[Line], values: bool = False) -> list[Section]:
     """The lines grouped under their headings and wrapping tags (see the module docstring);
     with `values`, a label the text holds once with its text on its line is a section of
     that one line too (`问题：...`)."""
-    counts = Counter(line.shape for line in lines)
+    _keyed(lines)
+    # A bracketed word alone on its line heads what follows (`【已知信息】`).
+    heads = {
+        n for n, line in enumerate(lines) if _bracketed(line) and line.label and not line.rest
+    }
+    counts = Counter(line.shape for n, line in enumerate(lines) if n not in heads)
+    for n in heads:
+        counts[f"{n}\x00"] = 1
     out: list[Section] = [Section([])]
     i = 0
     while i < len(lines):
         line = lines[i]
-        once = counts[line.shape] == 1
+        once = counts[f"{i}\x00" if i in heads else line.shape] == 1
         if once and line.key is not None and line.shape.startswith("<") and line.label is None:
             close = _closing(lines, i, line.key)
             if close is not None:
@@ -281,7 +289,7 @@ def sections(lines: list[Line], values: bool = False) -> list[Section]:
                 out.append(Section([]))
                 i = close + 1
                 continue
-        if once and line.key is not None and line.shape.endswith(":"):
+        if once and line.key is not None and (line.shape.endswith(":") or _bracketed(line)):
             if not line.rest:
                 out.append(Section([], line.key))
                 i += 1
@@ -294,6 +302,20 @@ def sections(lines: list[Line], values: bool = False) -> list[Section]:
         out[-1].lines.append(line)
         i += 1
     return [s for s in out if s.head is not None or any(line.shape for line in s.lines)]
+
+
+def _bracketed(line: Line) -> bool:
+    return unicodedata.category(line.shape[:1] or " ") == "Ps"
+
+
+def _keyed(lines: list[Line]) -> None:
+    """Bracketed words a text repeats (`【来源】 a` … `【来源】 b`) are labels of a field,
+    not names: their shape keeps the word, as a label before a colon does."""
+    repeated = Counter(line.key for line in lines if _bracketed(line) and line.label)
+    for line in lines:
+        if _bracketed(line) and line.label and line.key and repeated[line.key] > 1:
+            line.shape = line.shape[0] + line.key + line.shape[-1]
+            line.label = None
 
 
 def _closing(lines: list[Line], at: int, key: str) -> int | None:
@@ -334,8 +356,8 @@ def _opener(lines: list[Line]) -> str | None:
         single = single or (shape.endswith(":") and "9" in shape)
         if count < 2 and not (single and any(line.label for line in lines if line.shape == shape)):
             continue
-        if count >= 2 and len(texts[shape]) < 2:
-            continue  # the same line each time: the template's
+        if count >= 2 and len(texts[shape]) < 2 and not _varies(lines, shape):
+            continue  # the same line each time, the same lines after it: the template's
         named = 1 if any(line.label for line in lines if line.shape == shape) else 0
         score = (named, count, -first[shape])
         if best is None or score > best:
@@ -343,9 +365,24 @@ def _opener(lines: list[Line]) -> str | None:
     return chosen
 
 
+def _varies(lines: list[Line], shape: str) -> bool:
+    """Whether what follows each line of `shape` (up to the next) differs."""
+    segments: set[int] = set()
+    current: list[str] | None = None
+    for line in [*lines, Line("", shape)]:
+        if line.shape == shape:
+            if current is not None:
+                segments.add(hash(tuple(current)))
+            current = []
+        elif current is not None:
+            current.append(line.raw)
+    return len(segments) > 1
+
+
 def structured_blocks(lines: list[Line]) -> list[Block] | None:
     """A section's blocks opened by its repeated shape, with their names and fields, or
     None when no shape repeats."""
+    _keyed(lines)
     table = _table(lines)
     if table is not None:
         return table
