@@ -111,6 +111,10 @@ def documents_from_prompt(
             sectioned.append(own)
         else:
             lines += [*own, ""]  # a message ends a block
+    if user is not None and normalized(user) == asked and "\n" in user.strip():
+        # A whole prompt taken as the question (none found in it yet): its lines still
+        # teach the route's template, from which the question is then found.
+        every += user.splitlines()
     seen = tuple(_line_key(line) for line in every[:_MAX_LINES] if line.strip())
     template = templates.shared(key, seen, sender, asked)
     candidates = _by_structure(lines, ids, template)
@@ -129,6 +133,35 @@ def documents_from_prompt(
 
 def _joined(lines: list[str]) -> str:
     return "\n".join(line for line in lines if line.strip()).strip()
+
+
+def varying_question(
+    message: str,
+    key: tuple[str, str],
+    templates: PromptTemplates = TEMPLATES,
+    sender: str = "",
+) -> str | None:
+    """The question of a whole user message as the part that varies between the prompts
+    of its template: its last paragraph that no prompt of the route shares, after the
+    documents, its label left out; None while the route's template is not learned or the
+    message holds nothing else."""
+    template = templates.known(key, sender)
+    if not template:
+        return None
+    runs: list[list[str]] = [[]]
+    for line in message.splitlines():
+        if not line.strip() or _line_key(line) in template:
+            runs.append([])
+        else:
+            runs[-1].append(line)
+    runs = [run for run in runs if run]
+    if len(runs) < 2 or not any(_line_key(line) in template for line in message.splitlines()):
+        return None
+    last = [shape_of(line) for line in runs[-1]]
+    if structured_blocks(last) is not None:
+        return None  # the documents end the prompt
+    asked = [line.rest if line.key is not None else line.raw for line in last]
+    return "\n".join(a for a in asked if a.strip()).strip() or None
 
 
 def _kept(block: Block, template: frozenset[int] | None) -> bool:

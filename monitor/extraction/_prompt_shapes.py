@@ -257,6 +257,7 @@ class Section:
     lines: list[Line]
     head: str | None = None  # the heading label or the tag that wraps it
     one_line: bool = False  # its text is one line (a labelled or tagged value)
+    start: int = 0  # the line it begins on
 
 
 def sections(lines: list[Line], values: bool = False) -> list[Section]:
@@ -285,18 +286,18 @@ def sections(lines: list[Line], values: bool = False) -> list[Section]:
                     tail = _before_close(lines[close].raw, line.key)
                     if tail.strip():
                         inner.append(shape_of(tail))
-                out.append(Section(inner, line.key, one_line=len(inner) == 1))
-                out.append(Section([]))
+                out.append(Section(inner, line.key, len(inner) == 1, i))
+                out.append(Section([], start=close + 1))
                 i = close + 1
                 continue
         if once and line.key is not None and (line.shape.endswith(":") or _bracketed(line)):
             if not line.rest:
-                out.append(Section([], line.key))
+                out.append(Section([], line.key, start=i))
                 i += 1
                 continue
             if values:
-                out.append(Section([shape_of(line.rest)], line.key, one_line=True))
-                out.append(Section([]))
+                out.append(Section([shape_of(line.rest)], line.key, True, i))
+                out.append(Section([], start=i + 1))
                 i += 1
                 continue
         out[-1].lines.append(line)
@@ -550,14 +551,18 @@ def asked_in(message: str) -> str | None:
     lines = [shape_of(raw) for raw in message.splitlines()]
     parts = sections(lines, values=True)
     labelled = [
-        _text(section.lines)
+        (section.start, _text(section.lines))
         for section in parts
         if section.head is not None and section.lines and structured_blocks(section.lines) is None
     ]
-    labelled = [t for t in labelled if t]
-    asking = [t for t in labelled if asks(t)]
-    if asking:
-        return asking[-1]
+    # What a label or tag the text holds once sets apart and asks, else what any label
+    # sets apart and asks (a label that earlier turns joined into one prompt repeat): the
+    # last in the text.
+    repeated = [(n, line.rest) for n, line in enumerate(lines) if line.key is not None]
+    for tier in (labelled, repeated):
+        asking = sorted((n, t) for n, t in tier if t and asks(t))
+        if asking:
+            return asking[-1][1]
     one_line = [
         _text(section.lines) for section in parts if section.one_line and section.lines
     ]

@@ -141,3 +141,26 @@ def test_question_marks_and_colons_of_any_script() -> None:
     assert shape_of("【1】文本").shape == shape_of("【22】文本").shape
     assert shape_of("at 10:30 we met").shape == "text"
     assert shape_of("https://a.b/c").shape == "text"
+
+
+def test_a_question_that_does_not_ask_is_the_part_that_varies_once_the_template_is_known() -> None:
+    """A bare request without a question mark after the documents, no label: the first
+    two prompts of the service cannot tell it (the query stays the whole message, and no
+    document is guessed); from the third on, the template the route learned (what opens
+    and closes every prompt) sets it apart, in any language."""
+    asks_nothing = ["Расскажи об Эйфелевой башне", "Опиши башню", "Назови год постройки"]
+    facts = [*TEXTS, "The tower was the tallest structure in the world until 1930."]
+    read = []
+    for n, request in enumerate([*asks_nothing, *asks_nothing]):
+        docs = [facts[n % 3], facts[(n + 1) % 3]]
+        user = (
+            "Контекст:\n"
+            + "\n".join(f"[{k}] {t}" for k, t in enumerate(docs, 1))
+            + f"\n\n{request}\n\nОтвечай кратко, по-русски."
+        )
+        record = _read(None, user)
+        right = record.query == request and [d.content for d in record.retrieved_context] == docs
+        read.append(right)
+        if not right:
+            assert record.query == user and record.retrieved_context == ()  # nothing guessed
+    assert read == [False, False, True, True, True, True]
