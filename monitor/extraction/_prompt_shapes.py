@@ -30,6 +30,7 @@ Every scan is linear in the text: no regular expression runs over it.
 
 from __future__ import annotations
 
+import bisect
 import csv
 import unicodedata
 from collections import Counter
@@ -272,13 +273,14 @@ def sections(lines: list[Line], values: bool = False) -> list[Section]:
     counts = Counter(line.shape for n, line in enumerate(lines) if n not in heads)
     for n in heads:
         counts[f"{n}\x00"] = 1
+    closings = _closings(lines)
     out: list[Section] = [Section([])]
     i = 0
     while i < len(lines):
         line = lines[i]
         once = counts[f"{i}\x00" if i in heads else line.shape] == 1
         if once and line.key is not None and line.shape.startswith("<") and line.label is None:
-            close = _closing(lines, i, line.key)
+            close = i if line.closes is not None else _closing(closings, i, line.key)
             if close is not None:
                 inner = [shape_of(line.rest)] if line.rest else []
                 if close > i:
@@ -319,13 +321,23 @@ def _keyed(lines: list[Line]) -> None:
             line.label = None
 
 
-def _closing(lines: list[Line], at: int, key: str) -> int | None:
-    if lines[at].closes is not None:
-        return at
-    for j in range(at + 1, len(lines)):
-        if _closes(lines[j].raw, key):
-            return j
-    return None
+def _closings(lines: list[Line]) -> dict[str, list[int]]:
+    """The lines each tag is closed on (a line that ends with `</name>`), in order."""
+    found: dict[str, list[int]] = {}
+    for n, line in enumerate(lines):
+        raw = line.raw.rstrip()
+        if not raw.endswith(">"):
+            continue
+        at = raw.rfind("</", max(0, len(raw) - _MAX_TAG))
+        if at >= 0:
+            found.setdefault(raw[at + 2 : -1].casefold(), []).append(n)
+    return found
+
+
+def _closing(closings: dict[str, list[int]], at: int, key: str) -> int | None:
+    after = closings.get(key, [])
+    k = bisect.bisect_left(after, at)
+    return after[k] if k < len(after) else None
 
 
 def _closes(raw: str, key: str) -> bool:
@@ -337,47 +349,54 @@ def _before_close(raw: str, key: str) -> str:
     return raw[:at] if at >= 0 else raw
 
 
+@dataclass(slots=True)
+class _Seen:
+    """What one shape's lines in a section show: how many, the first, whether one names
+    its block, and (two at most) the distinct texts and the distinct lines after them."""
+
+    count: int
+    first: int
+    named: bool
+    texts: set[int]
+    after: set[int]
+
+
 def _opener(lines: list[Line]) -> str | None:
     """The shape that opens the section's blocks: one that repeats with varying content
-    (a number or a named tag may stand once); labelled marks before bullets, then the most
-    frequent, then the first."""
-    counts = Counter(line.shape for line in lines if line.shape not in ("", "text"))
-    texts: dict[str, set[str]] = {}
-    first: dict[str, int] = {}
+    (a mark that names its block may stand once); named marks before bullets, then the
+    most frequent, then the first."""
+    seen: dict[str, _Seen] = {}
+    previous: _Seen | None = None
     for n, line in enumerate(lines):
-        texts.setdefault(line.shape, set()).add(f"{line.label}\x00{line.rest}")
-        first.setdefault(line.shape, n)
+        if not line.shape:
+            continue
+        if previous is not None and len(previous.after) < 2:
+            previous.after.add(hash(line.raw))
+        previous = None
+        if line.shape == "text" or line.shape == "sep" or line.shape.startswith("</"):
+            continue
+        own = seen.get(line.shape)
+        if own is None:
+            own = seen[line.shape] = _Seen(0, n, False, set(), set())
+        own.count += 1
+        own.named = own.named or bool(line.label)
+        if len(own.texts) < 2:
+            own.texts.add(hash((line.label, line.rest)))
+        previous = own
     best: tuple[int, int, int] | None = None
     chosen = None
-    for shape, count in counts.items():
-        if shape.startswith("</") or shape == "sep":
-            continue
+    for shape, own in seen.items():
         # One mark that names its block may stand alone (`[1]`, `<doc id=…>`, `Doc 1:`).
         single = shape == "id" or shape[0] == "<" or unicodedata.category(shape[0]) == "Ps"
         single = single or (shape.endswith(":") and "9" in shape)
-        if count < 2 and not (single and any(line.label for line in lines if line.shape == shape)):
+        if own.count < 2 and not (single and own.named):
             continue
-        if count >= 2 and len(texts[shape]) < 2 and not _varies(lines, shape):
-            continue  # the same line each time, the same lines after it: the template's
-        named = 1 if any(line.label for line in lines if line.shape == shape) else 0
-        score = (named, count, -first[shape])
+        if own.count >= 2 and len(own.texts) < 2 and len(own.after) < 2:
+            continue  # the same line each time, the same line after it: the template's
+        score = (int(own.named), own.count, -own.first)
         if best is None or score > best:
             best, chosen = score, shape
     return chosen
-
-
-def _varies(lines: list[Line], shape: str) -> bool:
-    """Whether what follows each line of `shape` (up to the next) differs."""
-    segments: set[int] = set()
-    current: list[str] | None = None
-    for line in [*lines, Line("", shape)]:
-        if line.shape == shape:
-            if current is not None:
-                segments.add(hash(tuple(current)))
-            current = []
-        elif current is not None:
-            current.append(line.raw)
-    return len(segments) > 1
 
 
 def structured_blocks(lines: list[Line]) -> list[Block] | None:
@@ -403,7 +422,7 @@ def structured_blocks(lines: list[Line]) -> list[Block] | None:
         closed = lines[start].closes is not None
         last = k + 1 == len(openings)
         blanks = 0
-        inner_blanks = max((_inner_blanks(b) for b in raw), default=0)
+        inner_blanks = max((_inner_blanks(b) for b in raw), default=0) if last else 0
         for line in lines[start + 1 : stop]:
             if closed:
                 break
@@ -469,8 +488,8 @@ def _fielded(raw: list[list[Line]], opener: str) -> list[Block]:
         for key, texts in own.items():
             total[key] += sum(len(t) for t in texts)
     text_key = max(total, key=lambda k: total[k]) if total else ""
-    order = [raw[0][0].key] if raw and raw[0][0].key in fields else []
-    order += [line.key for line in raw[0] if line.key in fields and line.key not in order]
+    order = dict.fromkeys([raw[0][0].key] if raw and raw[0][0].key in fields else [])
+    order.update(dict.fromkeys(line.key for line in raw[0] if line.key in fields))
     name_key = next(
         (
             key

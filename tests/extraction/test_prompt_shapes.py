@@ -164,3 +164,48 @@ def test_a_question_that_does_not_ask_is_the_part_that_varies_once_the_template_
         if not right:
             assert record.query == user and record.retrieved_context == ()  # nothing guessed
     assert read == [False, False, True, True, True, True]
+
+
+def _steps(text: str) -> int:
+    """Python lines run to split `text` as a whole user message: a count of work that does
+    not depend on the machine's speed."""
+    import sys
+    from types import FrameType
+    from typing import Any
+
+    from monitor.extraction._prompt_documents import documents_from_prompt, question_in
+    from monitor.extraction._prompt_templates import PromptTemplates
+
+    count = 0
+
+    def tracer(frame: FrameType, event: str, arg: Any) -> Any:
+        nonlocal count
+        count += event == "line"
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        asked = question_in(text)
+        documents_from_prompt([("user", text)], asked, templates=PromptTemplates())
+    finally:
+        sys.settrace(None)
+    return count
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "<tag{n}>never closed {n}",  # a tag per line, none closed
+        "Label {n}x: value {n}",  # a label per line, none repeated
+        "Source{n}: a\nSource{n}: a",  # each label twice, the same line
+        "[{n}] text {n}",
+        "- item {n}, with, commas",
+        "word " * 30 + "{n}",
+    ],
+    ids=["unclosed_tags", "distinct_labels", "repeated_pairs", "brackets", "items", "long_lines"],
+)
+def test_splitting_is_linear_in_the_prompt(line: str) -> None:
+    """Twice the prompt costs at most about twice the work, whatever its lines repeat."""
+    small = _steps("\n".join(line.format(n=n) for n in range(300)))
+    large = _steps("\n".join(line.format(n=n) for n in range(600)))
+    assert large < 2.3 * small
