@@ -308,9 +308,7 @@ def _unmarked(lines: list[str], template: frozenset[int] | None) -> list[Block]:
     for line in [*lines, ""]:
         text = line.strip()
         boundary = (
-            not text
-            or is_heading(text)
-            or (template is not None and _line_key(line) in template)
+            not text or is_heading(text) or (template is not None and _line_key(line) in template)
         )
         if boundary:
             if current:

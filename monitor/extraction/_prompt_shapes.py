@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import bisect
 import csv
+import itertools
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass
@@ -267,9 +268,7 @@ def sections(lines: list[Line], values: bool = False) -> list[Section]:
     that one line too (`问题：...`)."""
     _keyed(lines)
     # A bracketed word alone on its line heads what follows (`【已知信息】`).
-    heads = {
-        n for n, line in enumerate(lines) if _bracketed(line) and line.label and not line.rest
-    }
+    heads = {n for n, line in enumerate(lines) if _bracketed(line) and line.label and not line.rest}
     counts = Counter(line.shape for n, line in enumerate(lines) if n not in heads)
     for n in heads:
         counts[f"{n}\x00"] = 1
@@ -518,7 +517,7 @@ def _between_separators(lines: list[Line]) -> list[Block] | None:
     if len(marks) < 2:
         return None
     blocks = []
-    for a, b in zip(marks, marks[1:], strict=False):
+    for a, b in itertools.pairwise(marks):
         body = [line.raw for line in lines[a + 1 : b] if line.shape]
         if body:
             blocks.append(Block(body, content="\n".join(body).strip(), structured=True))
@@ -582,9 +581,7 @@ def asked_in(message: str) -> str | None:
         asking = sorted((n, t) for n, t in tier if t and asks(t))
         if asking:
             return asking[-1][1]
-    one_line = [
-        _text(section.lines) for section in parts if section.one_line and section.lines
-    ]
+    one_line = [_text(section.lines) for section in parts if section.one_line and section.lines]
     if one_line and one_line[-1]:
         return one_line[-1]
     bare = [n for n, line in enumerate(lines) if line.shape == "text" and asks(line.raw)]
@@ -605,9 +602,8 @@ def _laid_out(lines: list[Line]) -> bool:
 
 def _json_line(raw: str) -> bool:
     s = raw.strip()
-    return s[:1] in ('"', "[", "{") and loads(s) is not None or s == "null"
+    return s == "null" or (bool(s) and s[0] in '"[{' and loads(s) is not None)
 
 
 def _text(lines: list[Line]) -> str:
     return "\n".join(line.raw for line in lines).strip()
-

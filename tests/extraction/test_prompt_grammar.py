@@ -38,8 +38,15 @@ class Language:
 
 LANGUAGES = {
     "en": Language(
-        {"context": "Context", "question": "Question", "answer": "Answer", "source": "Source",
-         "content": "Content", "doc": "Document", "rules": "Instructions"},
+        {
+            "context": "Context",
+            "question": "Question",
+            "answer": "Answer",
+            "source": "Source",
+            "content": "Content",
+            "doc": "Document",
+            "rules": "Instructions",
+        },
         "You are a helpful assistant. Answer only from the documents, briefly.",
         (
             "The Eiffel Tower was completed in 1889 for the World's Fair.",
@@ -50,12 +57,23 @@ LANGUAGES = {
             "Light from the Sun takes about eight minutes to reach the Earth.",
             "The Great Wall of China is thousands of kilometres long.",
         ),
-        ("When was the Eiffel Tower completed?", "Why does honey never spoil?",
-         "How tall is Mount Everest?", "Who created Python?"),
+        (
+            "When was the Eiffel Tower completed?",
+            "Why does honey never spoil?",
+            "How tall is Mount Everest?",
+            "Who created Python?",
+        ),
     ),
     "zh": Language(
-        {"context": "已知信息", "question": "问题", "answer": "回答", "source": "来源",
-         "content": "内容", "doc": "文档", "rules": "指令"},
+        {
+            "context": "已知信息",
+            "question": "问题",
+            "answer": "回答",
+            "source": "来源",
+            "content": "内容",
+            "doc": "文档",
+            "rules": "指令",
+        },
         "请根据已知信息简洁、专业地回答问题，不要编造内容。",
         (
             "埃菲尔铁塔于1889年建成，是世界博览会的入口。",
@@ -66,13 +84,24 @@ LANGUAGES = {
             "太阳光到达地球大约需要八分钟。",
             "长城全长数千公里，横跨中国北方。",
         ),
-        ("埃菲尔铁塔是哪一年建成的？", "蜂蜜为什么不会变质？", "珠穆朗玛峰有多高？",
-         "Python是谁创造的？"),
+        (
+            "埃菲尔铁塔是哪一年建成的？",
+            "蜂蜜为什么不会变质？",
+            "珠穆朗玛峰有多高？",
+            "Python是谁创造的？",
+        ),
         spaced=False,
     ),
     "ru": Language(
-        {"context": "Контекст", "question": "Вопрос", "answer": "Ответ", "source": "Источник",
-         "content": "Содержание", "doc": "Документ", "rules": "Инструкции"},
+        {
+            "context": "Контекст",
+            "question": "Вопрос",
+            "answer": "Ответ",
+            "source": "Источник",
+            "content": "Содержание",
+            "doc": "Документ",
+            "rules": "Инструкции",
+        },
         "Ты полезный помощник. Отвечай только по документам ниже, кратко.",
         (
             "Эйфелева башня была построена в 1889 году к Всемирной выставке.",
@@ -83,12 +112,23 @@ LANGUAGES = {
             "Свет Солнца доходит до Земли примерно за восемь минут.",
             "Великая Китайская стена тянется на тысячи километров.",
         ),
-        ("Когда была построена Эйфелева башня?", "Почему мёд не портится?",
-         "Какова высота Эвереста?", "Кто создал Python?"),
+        (
+            "Когда была построена Эйфелева башня?",
+            "Почему мёд не портится?",
+            "Какова высота Эвереста?",
+            "Кто создал Python?",
+        ),
     ),
     "ar": Language(
-        {"context": "السياق", "question": "السؤال", "answer": "الإجابة", "source": "المصدر",
-         "content": "المحتوى", "doc": "مستند", "rules": "التعليمات"},
+        {
+            "context": "السياق",
+            "question": "السؤال",
+            "answer": "الإجابة",
+            "source": "المصدر",
+            "content": "المحتوى",
+            "doc": "مستند",
+            "rules": "التعليمات",
+        },
         "أنت مساعد مفيد. أجب فقط من المستندات أدناه وباختصار.",
         (
             "اكتمل بناء برج إيفل عام 1889 للمعرض العالمي.",
@@ -99,12 +139,23 @@ LANGUAGES = {
             "يصل ضوء الشمس إلى الأرض في نحو ثماني دقائق.",
             "يمتد سور الصين العظيم آلاف الكيلومترات.",
         ),
-        ("متى اكتمل بناء برج إيفل؟", "لماذا لا يفسد العسل؟", "كم يبلغ ارتفاع جبل إيفرست؟",
-         "من أنشأ لغة بايثون؟"),
+        (
+            "متى اكتمل بناء برج إيفل؟",
+            "لماذا لا يفسد العسل؟",
+            "كم يبلغ ارتفاع جبل إيفرست؟",
+            "من أنشأ لغة بايثون؟",
+        ),
     ),
     "de": Language(
-        {"context": "Kontext", "question": "Frage", "answer": "Antwort", "source": "Quelle",
-         "content": "Inhalt", "doc": "Dokument", "rules": "Anweisungen"},
+        {
+            "context": "Kontext",
+            "question": "Frage",
+            "answer": "Antwort",
+            "source": "Quelle",
+            "content": "Inhalt",
+            "doc": "Dokument",
+            "rules": "Anweisungen",
+        },
         "Du bist ein hilfreicher Assistent. Antworte nur anhand der Dokumente, kurz.",
         (
             "Der Eiffelturm wurde 1889 zur Weltausstellung fertiggestellt.",
@@ -115,8 +166,12 @@ LANGUAGES = {
             "Das Licht der Sonne braucht etwa acht Minuten bis zur Erde.",
             "Die Chinesische Mauer ist Tausende Kilometer lang.",
         ),
-        ("Wann wurde der Eiffelturm fertiggestellt?", "Warum verdirbt Honig nicht?",
-         "Wie hoch ist der Mount Everest?", "Wer hat Python entwickelt?"),
+        (
+            "Wann wurde der Eiffelturm fertiggestellt?",
+            "Warum verdirbt Honig nicht?",
+            "Wie hoch ist der Mount Everest?",
+            "Wer hat Python entwickelt?",
+        ),
     ),
 }
 LAYOUTS = ("numbered", "named", "tags", "headings", "yaml", "csv", "separators", "json")
@@ -167,19 +222,24 @@ def _documents(rng: random.Random, lang: Language, layout: str) -> list[tuple[st
     return docs
 
 
+def _number(style: Style, lang: Language, n: int) -> str:
+    o, e = style.brackets
+    if style.numbering == "bracket":
+        return f"{o}{n}{e} "
+    if style.numbering == "dot":
+        return f"{n}. "
+    if style.numbering == "word":
+        return f"{lang.words['doc']}{' ' if lang.spaced else ''}{n}{style.colon} "
+    return chr(0xFF10 + n) + "、"  # a full-width digit, an ideographic comma
+
+
 def _render(layout: str, lang: Language, style: Style, docs: list[tuple[str, str]]) -> str:
     w, c = lang.words, style.colon
     gap = "\n\n" if style.blank_between else "\n"
     if layout == "numbered":
-        o, e = style.brackets
-        space = " " if lang.spaced else ""
-        marks = {
-            "bracket": lambda n: f"{o}{n}{e} ",
-            "dot": lambda n: f"{n}. ",
-            "word": lambda n: f"{w['doc']}{space}{n}{c} ",
-            "ideographic": lambda n: chr(0xFF10 + n) + "、",  # a full-width digit
-        }[style.numbering]
-        return gap.join(marks(n) + t.replace("\n", " ") for n, (_, t) in enumerate(docs, 1))
+        return gap.join(
+            _number(style, lang, n) + t.replace("\n", " ") for n, (_, t) in enumerate(docs, 1)
+        )
     if layout == "named":
         if style.bracket_labels:
             o, e = style.brackets
@@ -187,10 +247,14 @@ def _render(layout: str, lang: Language, style: Style, docs: list[tuple[str, str
         return gap.join(f"{w['source']}{c} {u}\n{w['content']}{c} {t}" for u, t in docs)
     if layout == "tags":
         if style.numbering == "word":
-            return "<documents>\n" + "\n".join(
-                f"<document>\n<source>{u}</source>\n<content>\n{t}\n</content>\n</document>"
-                for u, t in docs
-            ) + "\n</documents>"
+            return (
+                "<documents>\n"
+                + "\n".join(
+                    f"<document>\n<source>{u}</source>\n<content>\n{t}\n</content>\n</document>"
+                    for u, t in docs
+                )
+                + "\n</documents>"
+            )
         if style.numbering == "ideographic":  # a tag named in the prompt's language
             return "\n".join(f'<{w["doc"]} id="{u}">{t}</{w["doc"]}>' for u, t in docs)
         return "\n".join(f'<doc id="{u}">{t}</doc>' for u, t in docs)
@@ -224,8 +288,11 @@ def _prompt(rng: random.Random, lang: Language, layout: str, style: Style) -> Pr
     uris = _expected_uris(layout, docs)
     w, c = lang.words, style.colon
     if layout == "json":
-        body = {w["rules"]: lang.instruction, w["question"]: question,
-                w["context"]: [{w["source"]: u, w["content"]: t} for u, t in docs]}
+        body = {
+            w["rules"]: lang.instruction,
+            w["question"]: question,
+            w["context"]: [{w["source"]: u, w["content"]: t} for u, t in docs],
+        }
         return Prompt([("user", json.dumps(body, ensure_ascii=False))], question, texts, uris)
     rendered = _render(layout, lang, style, docs)
     if layout == "numbered":
@@ -298,9 +365,8 @@ def test_generated_prompts_are_read_right_in_every_language_and_layout() -> None
     for k in sorted(rates):
         print(f"{k[0]} {k[1]:11} {right[k]}/{total[k]}")
     failing = {k: v for k, v in rates.items() if v < MIN_RIGHT}
-    assert not failing, (
-        f"seed {seed}: {failing}; first misread: "
-        + "; ".join(f"{k}: {wrong[k]!r}" for k in sorted(failing))
+    assert not failing, f"seed {seed}: {failing}; first misread: " + "; ".join(
+        f"{k}: {wrong[k]!r}" for k in sorted(failing)
     )
 
 

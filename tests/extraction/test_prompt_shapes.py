@@ -8,7 +8,7 @@ they reach the model only inside the prompt; the service's first requests after 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pytest
 from opentelemetry.trace import Tracer
@@ -48,10 +48,10 @@ def _read(system: str | None, user: str) -> RagRecord:
     return _record(emit)
 
 
-def _assert(record: RagRecord, question: str, texts: list[str], uris: list[str | None]) -> None:
+def _assert(record: RagRecord, question: str, texts: list[str], uris: Sequence[str | None]) -> None:
     assert record.query == question
     assert [d.content for d in record.retrieved_context] == texts
-    assert [d.doc_uri for d in record.retrieved_context] == uris
+    assert [d.doc_uri for d in record.retrieved_context] == list(uris)
     assert record.context_source == "prompt"
 
 
@@ -135,7 +135,11 @@ def test_question_marks_and_colons_of_any_script() -> None:
     for asking in ("Why?", "为什么？", "لماذا؟", "Γιατί\u037e", "«Почему?»"):
         assert asks(asking), asking
     assert not asks("¿Por qué") and not asks("Why.")
-    for line, label in (("来源：kb/a.md", "来源:"), ("المصدر: a", "المصدر:"), ("Quelle: a", "quelle:")):
+    for line, label in (
+        ("来源：kb/a.md", "来源:"),
+        ("المصدر: a", "المصدر:"),
+        ("Quelle: a", "quelle:"),
+    ):
         assert shape_of(line).shape == label
     assert shape_of("文档12：内容").shape == shape_of("文档3：其他").shape == "文档9:"
     assert shape_of("【1】文本").shape == shape_of("【22】文本").shape

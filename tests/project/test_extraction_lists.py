@@ -12,8 +12,10 @@ from pathlib import Path
 
 EXTRACTION = Path(__file__).resolve().parents[2] / "monitor" / "extraction"
 # What monitor/extraction holds today; lower these when a list or a regex goes.
-CEILING = {"lists": 0, "regexes": 0}
-_RE_CALLS = frozenset({"compile", "match", "fullmatch", "search", "findall", "finditer", "sub", "split"})
+CEILING = {"lists": 35, "regexes": 7}
+_RE_CALLS = frozenset(
+    {"compile", "match", "fullmatch", "search", "findall", "finditer", "sub", "split"}
+)
 _MIN_NAMES = 3
 
 
@@ -39,10 +41,18 @@ def _is_regex(node: ast.AST) -> bool:
 
 
 def counts(source: str) -> Counter[str]:
-    """The name lists and regular expressions in one module's source."""
+    """The name lists and regular expressions in one module's source (a module's
+    `__all__` is its exports, no list of names it reads)."""
     found: Counter[str] = Counter()
-    for node in ast.walk(ast.parse(source)):
-        found["lists"] += _is_names(node)
+    tree = ast.parse(source)
+    exports = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+    }
+    for node in ast.walk(tree):
+        found["lists"] += _is_names(node) and id(node) not in exports
         found["regexes"] += _is_regex(node)
     return found
 
@@ -55,7 +65,7 @@ def test_the_counter_counts_lists_and_regexes() -> None:
     source = (
         "import re\n"
         "A = ('a', 'b', 'c')\nB = frozenset({'x', 'y', 'z', 'w'})\nC = ('a', 'b')\n"
-        "D = ('a', 1, 'c')\nE = re.compile(r'x+')\nF = re.match('y', s)\nG = re.compile(p)\n"
+        "D = ('a', 1, 'c')\n__all__ = ['a', 'b', 'c']\nE = re.compile(r'x+')\nF = re.match('y', s)\nG = re.compile(p)\n"
     )
     assert counts(source) == Counter({"lists": 2, "regexes": 2})
 
