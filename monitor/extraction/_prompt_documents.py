@@ -3,25 +3,29 @@ retriever, or a retrieval span with ids and scores only): the system messages an
 user message, without the question and without the instruction template, split at the
 prompt's own boundaries.
 
+- **Layouts that place the documents** (`_prompt_layouts.py`): a JSON user message's
+  arrays, a JVM framework's default RAG prompt, Markdown sections named by their headings.
+- **Structure** (`_prompt_shapes.py`), in any language and script: the prompt's sections
+  (a label alone on its line, a tag it opens once), and in them the blocks a mark repeated
+  with varying content opens (numbers, brackets, tags, label blocks, YAML items, list
+  items, separator lines, table rows), each named by a field of single words or its mark;
+  text outside them is the template's. Where no mark repeats, the section with most
+  blank-line blocks holds the documents, a block one document a line when its lines are
+  as many as the retrieval's ids or each ends a sentence. A label alone on its line ends a
+  block and is never a document; those a prompt ends on (`Answer:`, `回答：`) head the
+  answer.
 - **The template** is the text a service's prompts share: the lines that open or close
   every distinct prompt of the sender on the same service and route
   (`_prompt_templates.py`). A document retrieved for several questions moves between
-  them; a template's line does not. A block that reads as an instruction (addresses the
-  model, tells it how to answer or what to use) is the template's too, learned or not (a
-  template's other version, a route not yet learned).
-- **Layouts that place the documents** (`_prompt_layouts.py`): a JSON user message's
-  arrays, a JVM framework's default RAG prompt, Markdown sections named by their headings.
-- **Boundaries**: marked blocks first (`[1] ...`, `[kb/a.md] ...`, `Document 1: ...`,
-  `<doc id="a">...</doc>`, a line opening with an id the retrieval span names); text outside
-  them is the template's. A prompt with no marks is split at blank lines, a block one
-  document a line when its lines are as many as the retrieval's ids or each ends a
-  sentence, one an item in a list. A short heading line (`Context:`, `Question:`) ends a block and is never a
-  document.
+  them; a template's line does not. Where the structure says nothing (blank-line blocks),
+  a block that reads as an instruction in English wording (`INSTRUCTION`) is the
+  template's too, learned or not; a block a repeated mark opens is a document even where
+  the learned template holds its lines (a popular document that closed the last prompts).
 - Documents with the retrieval's ids: a mark that is an id names its block; otherwise, when
   there are as many blocks as ids, they are paired in order.
-
-Instruction text never enters the context: what is left out is the template (learned, or
-read by its wording), headings and the question.
+- **The question** of a whole user message: what its structure sets apart and asks
+  (`question_in`), else, once the route's template is learned, the paragraph after the
+  documents that no prompt of the route shares (`varying_question`).
 """
 
 from __future__ import annotations
