@@ -402,6 +402,7 @@ def structured_blocks(lines: list[Line]) -> list[Block] | None:
     """A section's blocks opened by its repeated shape, with their names and fields, or
     None when no shape repeats."""
     _keyed(lines)
+    _items(lines)
     table = _table(lines)
     if table is not None:
         return table
@@ -431,7 +432,7 @@ def structured_blocks(lines: list[Line]) -> list[Block] | None:
                     if tail.strip():
                         block.append(shape_of(tail))
                     break
-            elif line.shape not in ("", "text") and counts[line.shape] < len(openings):
+            elif _mark(line) and counts[line.shape] < len(openings):
                 break  # a mark the blocks do not share: what follows them
             elif last and not line.shape and (block[0].rest or any(b.shape for b in block[1:])):
                 # After the last block, a blank line ends it, past as many as the others hold.
@@ -441,6 +442,24 @@ def structured_blocks(lines: list[Line]) -> list[Block] | None:
             block.append(line)
         raw.append(block)
     return _fielded(raw, opener)
+
+
+def _mark(line: Line) -> bool:
+    """A line whose mark ends a block it does not open: any mark but a label followed by
+    text (a document's own line may read `Note: ...`)."""
+    if line.shape in ("", "text"):
+        return False
+    return not (line.shape.endswith(":") and line.rest)
+
+
+def _items(lines: list[Line]) -> None:
+    """A list item whose text opens like a label (`- Honey never spoils: ...`) where no
+    other item has that label: an item like the others, its text whole."""
+    counts = Counter(line.shape for line in lines)
+    for line in lines:
+        if line.shape[1:2] == " " and len(line.shape) > 2 and counts[line.shape] == 1:
+            line.shape, line.key, line.label = line.shape[:2], None, None
+            line.rest = line.raw.strip()[2:].strip()
 
 
 def _inner_blanks(block: list[Line]) -> int:
@@ -581,16 +600,17 @@ def asked_in(message: str) -> str | None:
         asking = sorted((n, t) for n, t in tier if t and asks(t))
         if asking:
             return asking[-1][1]
-    one_line = [_text(section.lines) for section in parts if section.one_line and section.lines]
-    if one_line and one_line[-1]:
-        return one_line[-1]
     bare = [n for n, line in enumerate(lines) if line.shape == "text" and asks(line.raw)]
-    if not bare:
-        return None
-    rest = [line for n, line in enumerate(lines) if n != bare[-1]]
-    if _laid_out(rest):
+    if bare and _laid_out([line for n, line in enumerate(lines) if n != bare[-1]]):
         return lines[bare[-1]].raw.strip()
-    return None
+    # Nothing asks: the last labelled or tagged text of one line under a label of a word or
+    # two (`Question:`, `问题：`, `<query>`), not a document's sentence that opens like one.
+    one_line = [
+        _text(section.lines)
+        for section in parts
+        if section.one_line and section.lines and len((section.head or "").split()) <= 2
+    ]
+    return one_line[-1] if one_line and one_line[-1] else None
 
 
 def _laid_out(lines: list[Line]) -> bool:

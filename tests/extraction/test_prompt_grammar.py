@@ -31,7 +31,7 @@ MIN_RIGHT = 0.98
 class Language:
     words: dict[str, str]  # the labels a template of this language writes
     instruction: str
-    facts: tuple[str, ...]
+    facts: tuple[str, ...]  # one opens like a label (`Honey never spoils: ...`)
     questions: tuple[str, ...]
     spaced: bool = True  # a space between a word and a number (`Document 1`, `文档1`)
 
@@ -56,6 +56,7 @@ LANGUAGES = {
             "The Moon orbits the Earth roughly once every 27 days.",
             "Light from the Sun takes about eight minutes to reach the Earth.",
             "The Great Wall of China is thousands of kilometres long.",
+            "Honey never spoils: its low moisture and high acidity stop microbes.",
         ),
         (
             "When was the Eiffel Tower completed?",
@@ -83,6 +84,7 @@ LANGUAGES = {
             "月球大约每27天绕地球运行一周。",
             "太阳光到达地球大约需要八分钟。",
             "长城全长数千公里，横跨中国北方。",
+            "蜂蜜的特点：含水量低，酸度高，不会变质。",
         ),
         (
             "埃菲尔铁塔是哪一年建成的？",
@@ -111,6 +113,7 @@ LANGUAGES = {
             "Луна обращается вокруг Земли примерно за 27 дней.",
             "Свет Солнца доходит до Земли примерно за восемь минут.",
             "Великая Китайская стена тянется на тысячи километров.",
+            "Мёд не портится: в нём мало воды и много кислоты.",
         ),
         (
             "Когда была построена Эйфелева башня?",
@@ -138,6 +141,7 @@ LANGUAGES = {
             "يدور القمر حول الأرض مرة كل 27 يوما تقريبا.",
             "يصل ضوء الشمس إلى الأرض في نحو ثماني دقائق.",
             "يمتد سور الصين العظيم آلاف الكيلومترات.",
+            "العسل لا يفسد: فيه ماء قليل وحموضة عالية.",
         ),
         (
             "متى اكتمل بناء برج إيفل؟",
@@ -165,6 +169,7 @@ LANGUAGES = {
             "Der Mond umkreist die Erde etwa alle 27 Tage.",
             "Das Licht der Sonne braucht etwa acht Minuten bis zur Erde.",
             "Die Chinesische Mauer ist Tausende Kilometer lang.",
+            "Honig verdirbt nicht: wenig Wasser, viel Säure.",
         ),
         (
             "Wann wurde der Eiffelturm fertiggestellt?",
@@ -213,11 +218,13 @@ def _style(rng: random.Random, layout: str) -> Style:
 
 
 def _documents(rng: random.Random, lang: Language, layout: str) -> list[tuple[str, str]]:
-    facts = rng.sample(lang.facts, rng.randint(2, 4))
+    # Each sentence once in a prompt: documents that share a line are not what is tested.
+    facts = rng.sample(lang.facts, len(lang.facts))
     docs = []
-    for fact in facts:
+    for _ in range(rng.randint(2, 4)):
+        fact = facts.pop()
         if layout in ("named", "tags", "separators", "headings") and rng.random() < 0.3:
-            fact = f"{fact}\n{rng.choice(lang.facts)}"  # a document of two lines
+            fact = f"{fact}\n{facts.pop()}"  # a document of two lines
         docs.append((f"kb/{rng.randrange(10**6)}.md", fact))
     return docs
 
