@@ -251,7 +251,7 @@ class Block:
     label: str | None = None  # what names it: a number, an id, a tag's or a field's value
     content: str | None = None  # its text, where it is not its lines
     structured: bool = False  # opened by a repeated mark (not a blank-line block)
-    bullet: bool = False  # a list item without a name
+    bullet: bool = False  # a list item without a name (a bullet's, a bare number's)
 
 
 @dataclass(slots=True)
@@ -524,7 +524,10 @@ def _fielded(raw: list[list[Line]], opener: str) -> list[Block]:
         label = block[0].label
         if name_key is not None:
             label = " ".join(own.get(name_key, [])).strip() or label
-        bullet = opener.endswith(" ") and label is None
+        # A list item: a bullet's, or a bare number's (`1.`, `2)`), named by nothing else.
+        bullet = (opener.endswith(" ") and label is None) or (
+            opener[0] == "9" and (label is None or label.isdecimal())
+        )
         blocks.append(Block([b.raw for b in block], label, text, True, bullet))
     return blocks
 

@@ -213,3 +213,15 @@ def test_splitting_is_linear_in_the_prompt(line: str) -> None:
     small = _steps("\n".join(line.format(n=n) for n in range(300)))
     large = _steps("\n".join(line.format(n=n) for n in range(600)))
     assert large < 2.3 * small
+
+
+def test_a_numbered_list_of_rules_is_the_templates() -> None:
+    from monitor.extraction._prompt_documents import documents_from_prompt
+    from monitor.extraction._prompt_templates import PromptTemplates
+
+    system = (
+        "Rules:\n1. Answer only from the context.\n2. Be brief.\n\nContext:\n"
+        + "\n".join(f"{n}. {t}" for n, t in enumerate(TEXTS, 1))
+    )
+    docs = documents_from_prompt([("system", system)], QUESTION, templates=PromptTemplates())
+    assert [d.content for d in docs] == TEXTS
