@@ -552,7 +552,10 @@ def _table(lines: list[Line]) -> list[Block] | None:
     words. Lines before its header and after its last row are not its."""
     body = [line.raw.strip() for line in lines if line.shape]
     for delimiter in _DELIMITERS:
-        rows = [next(csv.reader([text], delimiter=delimiter)) for text in body]
+        try:
+            rows = [next(csv.reader([text], delimiter=delimiter)) for text in body]
+        except csv.Error:
+            return None  # a field past the csv module's limit: no table of documents
         start = 0
         while start < len(rows):
             header = rows[start]

@@ -1,5 +1,5 @@
 """Prompts generated from a grammar, their question and documents known by construction:
-layouts (numbered, named-label blocks, tags, headings, YAML items, CSV rows, separator
+layouts (numbered, named-label blocks, tags, headings, YAML items, CSV/TSV rows, separator
 lines, a JSON message) × languages (English, Chinese, Russian, Arabic, German) × label
 styles (ASCII or full-width colon, square or lenticular brackets) × where the question
 sits (before or after the documents, labelled, tagged, bare, a message of its own). Each
@@ -273,7 +273,8 @@ def _render(layout: str, lang: Language, style: Style, docs: list[tuple[str, str
         )
     if layout == "csv":
         out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
+        tab = style.numbering == "dot"  # a TSV table
+        writer = csv.writer(out, delimiter="\t" if tab else ",", lineterminator="\n")
         writer.writerow([w["source"], w["content"]])
         writer.writerows([u, t] for u, t in docs)
         return f"{w['context']}{c}\n" + out.getvalue()

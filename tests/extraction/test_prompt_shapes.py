@@ -225,3 +225,13 @@ def test_a_numbered_list_of_rules_is_the_templates() -> None:
     )
     docs = documents_from_prompt([("system", system)], QUESTION, templates=PromptTemplates())
     assert [d.content for d in docs] == TEXTS
+
+
+def test_a_line_past_the_csv_modules_field_limit_is_no_table_and_no_error() -> None:
+    from monitor.extraction._prompt_documents import documents_from_prompt
+    from monitor.extraction._prompt_templates import PromptTemplates
+
+    long = "word " * 40_000  # 200,000 characters, past csv's 131,072
+    system = f"id,text\nkb/a.md,{long}\nkb/b.md,{TEXTS[1]}"
+    docs = documents_from_prompt([("system", system)], QUESTION, templates=PromptTemplates())
+    assert len(docs) == 1 and long.strip() in (docs[0].content or "")
