@@ -54,6 +54,7 @@ from monitor.extraction._prompt_templates import TEMPLATES, PromptTemplates
 from monitor.extraction._span_values import Doc, loads, normalized
 
 _MAX_LINES = 512  # lines of one prompt remembered
+_GROUPS = 4  # groups of a section read after the template's rules or steps, at most
 
 # Wording that addresses the model or tells it how to answer and what from: an instruction.
 # Read only where a prompt's structure says nothing (unmarked blocks, a route whose template
@@ -194,24 +195,47 @@ def _by_structure(
     listed: list[list[Block]] = []
     plain: list[list[Block]] = []
     for section in sections(shaped):
-        found = structured_blocks(section.lines)
-        if found is None:
-            raw = [line.raw for line in section.lines]
-            blocks = [one for block in _unmarked(raw, template) for one in _one_a_line(block, ids)]
-            kept = [b for b in blocks if _kept(b, template)]
-            if kept:
-                plain.append(kept)
-        elif all(b.bullet for b in found):
-            if not any(_instruction(b.content or "") for b in found):
-                listed.append(found)  # a list with an instruction among its items: rules
-        else:
-            named += found
+        pending = section.lines
+        for _ in range(_GROUPS):
+            found = structured_blocks(pending)
+            if found is None:
+                raw = [line.raw for line in pending]
+                blocks = [b for block in _unmarked(raw, template) for b in _one_a_line(block, ids)]
+                kept = [b for b in blocks if _kept(b, template)]
+                if kept:
+                    plain.append(kept)
+            elif _learned(found, template) or _rules(found):
+                # Every block in every prompt, or a list with an instruction among its
+                # items: the template's rules or steps; documents may follow them.
+                if 0 < found[-1].end < len(pending):
+                    pending = pending[found[-1].end :]
+                    continue
+            elif all(b.bullet for b in found):
+                listed.append(found)
+            else:
+                named += found
+            break
     if named:
         return named
     for choice in (listed, plain):
         if choice:
             return max(choice, key=lambda bs: (len(bs), sum(len(_text(b)) for b in bs)))
     return []
+
+
+def _learned(blocks: list[Block], template: frozenset[int] | None) -> bool:
+    """Whether every line of every block is the learned template's: a popular document
+    may close the last prompts, not all of a section's documents."""
+    if template is None:
+        return False
+    return all(_line_key(line) in template for b in blocks for line in b.lines if line.strip())
+
+
+def _rules(blocks: list[Block]) -> bool:
+    """Blocks no name tells apart (list items, numbers) of which one reads as an
+    instruction: the template's rules or steps."""
+    positional = all(b.label is None or b.label.isdecimal() for b in blocks)
+    return positional and any(_instruction(_text(b)) for b in blocks)
 
 
 def _text(block: Block) -> str:

@@ -252,6 +252,7 @@ class Block:
     content: str | None = None  # its text, where it is not its lines
     structured: bool = False  # opened by a repeated mark (not a blank-line block)
     bullet: bool = False  # a list item without a name (a bullet's, a bare number's)
+    end: int = 0  # the section's lines up to here are read (a repeated mark's blocks)
 
 
 @dataclass(slots=True)
@@ -358,6 +359,7 @@ class _Seen:
     named: bool
     texts: set[int]
     after: set[int]
+    id_like: bool = True  # every label a number or a word without spaces (`kb/a.md`)
 
 
 def _opener(lines: list[Line]) -> str | None:
@@ -379,15 +381,17 @@ def _opener(lines: list[Line]) -> str | None:
             own = seen[line.shape] = _Seen(0, n, False, set(), set())
         own.count += 1
         own.named = own.named or bool(line.label)
+        own.id_like = own.id_like and (line.label is None or len(line.label.split()) == 1)
         if len(own.texts) < 2:
             own.texts.add(hash((line.label, line.rest)))
         previous = own
     best: tuple[int, int, int] | None = None
     chosen = None
     for shape, own in seen.items():
-        # One mark that names its block may stand alone (`[1]`, `<doc id=…>`, `Doc 1:`).
-        single = shape == "id" or shape[0] == "<" or unicodedata.category(shape[0]) == "Ps"
-        single = single or (shape.endswith(":") and "9" in shape)
+        # One mark that names its block may stand alone (`[1]`, `[kb/a.md]`, `<doc id=…>`,
+        # `Doc 1:`); a parenthesis of words opening a line of prose does not.
+        single = shape == "id" or shape[0] == "<" or (shape.endswith(":") and "9" in shape)
+        single = single or (unicodedata.category(shape[0]) == "Ps" and own.id_like)
         if own.count < 2 and not (single and own.named):
             continue
         if own.count >= 2 and len(own.texts) < 2 and len(own.after) < 2:
@@ -441,7 +445,10 @@ def structured_blocks(lines: list[Line]) -> list[Block] | None:
                     break
             block.append(line)
         raw.append(block)
-    return _fielded(raw, opener)
+        end = start + len(block)
+    blocks = _fielded(raw, opener)
+    blocks[-1].end = end
+    return blocks
 
 
 def _mark(line: Line) -> bool:

@@ -219,9 +219,8 @@ def test_a_numbered_list_of_rules_is_the_templates() -> None:
     from monitor.extraction._prompt_documents import documents_from_prompt
     from monitor.extraction._prompt_templates import PromptTemplates
 
-    system = (
-        "Rules:\n1. Answer only from the context.\n2. Be brief.\n\nContext:\n"
-        + "\n".join(f"{n}. {t}" for n, t in enumerate(TEXTS, 1))
+    system = "Rules:\n1. Answer only from the context.\n2. Be brief.\n\nContext:\n" + "\n".join(
+        f"{n}. {t}" for n, t in enumerate(TEXTS, 1)
     )
     docs = documents_from_prompt([("system", system)], QUESTION, templates=PromptTemplates())
     assert [d.content for d in docs] == TEXTS
@@ -235,3 +234,43 @@ def test_a_line_past_the_csv_modules_field_limit_is_no_table_and_no_error() -> N
     system = f"id,text\nkb/a.md,{long}\nkb/b.md,{TEXTS[1]}"
     docs = documents_from_prompt([("system", system)], QUESTION, templates=PromptTemplates())
     assert len(docs) == 1 and long.strip() in (docs[0].content or "")
+
+
+def test_steps_and_a_parenthesis_are_no_documents() -> None:
+    """Numbered steps that instruct are the template's; a line of prose that opens with a
+    parenthesis is no mark of a document."""
+    from monitor.extraction._prompt_documents import documents_from_prompt
+    from monitor.extraction._prompt_templates import PromptTemplates
+
+    steps = "Step 1: Read the context below.\nStep 2: Answer only from the context.\n\n"
+    docs = documents_from_prompt(
+        [("system", steps + "\n\n".join(f"[{n}] {t}" for n, t in enumerate(TEXTS, 1)))],
+        QUESTION,
+        templates=PromptTemplates(),
+    )
+    assert [d.content for d in docs] == TEXTS
+    prose = f"{TEXTS[0]}\n\n(As measured in 2022) {TEXTS[1]}"
+    docs = documents_from_prompt([("system", prose)], QUESTION, templates=PromptTemplates())
+    assert [d.content for d in docs] == [TEXTS[0], f"(As measured in 2022) {TEXTS[1]}"]
+
+
+def test_numbered_steps_every_prompt_repeats_are_learned_as_the_template() -> None:
+    """Steps in words no cue gives away, the same in every prompt: once the route has
+    shown them, they are the template's, and a document that closed the last prompts
+    stays a document."""
+    from monitor.extraction._prompt_documents import documents_from_prompt
+    from monitor.extraction._prompt_templates import PromptTemplates
+
+    templates = PromptTemplates()
+    steps = "第1步：阅读资料。\n第2步：写出结论。\n\n资料：\n"
+    found = []
+    for n, docs in enumerate([TEXTS, TEXTS[::-1], [TEXTS[0], "Another document here."]]):
+        system = steps + "\n".join(f"[{k}] {t}" for k, t in enumerate(docs, 1))
+        split = documents_from_prompt(
+            [("system", system), ("user", f"问题{n}？")],
+            f"问题{n}？",
+            key=("s", "/"),
+            templates=templates,
+        )
+        found.append([d.content for d in split])
+    assert found[2] == [TEXTS[0], "Another document here."]
