@@ -20,7 +20,8 @@ prompt's own boundaries.
   them; a template's line does not. Where the structure says nothing (blank-line blocks),
   a block that reads as an instruction in English wording (`INSTRUCTION`) is the
   template's too, learned or not; a block a repeated mark opens is a document even where
-  the learned template holds its lines (a popular document that closed the last prompts).
+  the learned template holds its lines (a popular document that closed the last prompts),
+  unless it holds every block of the section (steps every prompt repeats).
 - Documents with the retrieval's ids: a mark that is an id names its block; otherwise, when
   there are as many blocks as ids, they are paired in order.
 - **The question** of a whole user message: what its structure sets apart and asks

@@ -20,10 +20,11 @@ question is what a prompt sets apart and asks.
   (`doc_uri`), the others are left out. A bracket's or a tag's label names its block too
   (a number is a position: the retrieval's n-th id). A table's rows are documents, the
   column with the most text theirs, a column of single words their names.
-- **The question** (`asked_in`): the last section, tag or labelled line whose text ends
-  with a question mark (any script's: Unicode names it so), else the last labelled or
-  tagged one-line text that sits outside the documents, else a bare line that asks
-  beside documents laid out by structure.
+- **The question** (`asked_in`): the last section, tag or labelled line the text holds
+  once whose text ends with a question mark (any script's: Unicode names it so), else
+  the last label of any count whose text asks (earlier turns joined into one prompt
+  repeat theirs), else a bare line that asks beside documents laid out by structure,
+  else the last text of one line under a label of a word or two (`Question:`, `<问题>`).
 
 Every scan is linear in the text: no regular expression runs over it.
 """
