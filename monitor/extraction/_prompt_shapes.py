@@ -11,10 +11,12 @@ question is what a prompt sets apart and asks.
   become `9`, so `[1]` and `[2]` are one shape; a label's words stay, so `Source:` and
   `Content:` are two.
 - **Sections**: a label line with nothing after its colon that the text holds once
-  (`Context:`, `已知信息：`) heads the lines after it; a tag the text opens once wraps
-  the lines up to its closing tag (`<已知信息>…</已知信息>`).
+  (`Context:`, `已知信息：`), or a bracketed word alone on its line (`【已知信息】`), heads
+  the lines after it; a tag the text opens once wraps the lines up to its closing tag
+  (`<已知信息>…</已知信息>`).
 - **Documents**: in a section, the shape that repeats (twice at least, its content
-  varying; a number or a named tag once) opens a block each time. Inside the blocks, a
+  varying; a mark that names its block once: a bracket of one word, a tag with an
+  attribute, a numbered label) opens a block each time. Inside the blocks, a
   label or tag that every block repeats is a field: the field with the most text is the
   document's text, a field whose values are single words in every block names it
   (`doc_uri`), the others are left out. A bracket's or a tag's label names its block too
@@ -618,13 +620,36 @@ def asked_in(message: str) -> str | None:
     if bare and _laid_out([line for n, line in enumerate(lines) if n != bare[-1]]):
         return lines[bare[-1]].raw.strip()
     # Nothing asks: the last labelled or tagged text of one line under a label of a word or
-    # two (`Question:`, `问题：`, `<query>`), not a document's sentence that opens like one.
+    # two (`Question:`, `问题：`, `<query>`) that starts no paragraph's line (a document's
+    # sentence may open like one), where the text holds more than it (a section of several
+    # lines, documents).
     one_line = [
-        _text(section.lines)
+        section
         for section in parts
-        if section.one_line and section.lines and len((section.head or "").split()) <= 2
+        if section.one_line
+        and section.lines
+        and len((section.head or "").split()) <= 2
+        and _set_apart(lines, section.start)
     ]
-    return one_line[-1] if one_line and one_line[-1] else None
+    if not one_line:
+        return None
+    last = one_line[-1]
+    more = any(
+        section is not last and sum(bool(line.shape) for line in section.lines) > 1
+        for section in parts
+    )
+    if more or _laid_out([line for n, line in enumerate(lines) if n != last.start]):
+        return _text(last.lines) or None
+    return None
+
+
+def _set_apart(lines: list[Line], at: int) -> bool:
+    """Whether line `at` stands apart: a tag, or a line after a blank one or a heading (a
+    line after text, or after a separator, continues or opens a document)."""
+    if lines[at].shape.startswith("<") or at == 0:
+        return True
+    before = lines[at - 1]
+    return not before.shape or (before.key is not None and not before.rest)
 
 
 def _laid_out(lines: list[Line]) -> bool:

@@ -33,6 +33,7 @@ class Language:
     instruction: str
     facts: tuple[str, ...]  # one opens like a label (`Honey never spoils: ...`)
     questions: tuple[str, ...]
+    request: str  # a question that does not ask: found where a label or tag sets it apart
     spaced: bool = True  # a space between a word and a number (`Document 1`, `文档1`)
 
 
@@ -64,6 +65,7 @@ LANGUAGES = {
             "How tall is Mount Everest?",
             "Who created Python?",
         ),
+        "Tell me about the Eiffel Tower",
     ),
     "zh": Language(
         {
@@ -92,6 +94,7 @@ LANGUAGES = {
             "珠穆朗玛峰有多高？",
             "Python是谁创造的？",
         ),
+        "介绍一下埃菲尔铁塔",
         spaced=False,
     ),
     "ru": Language(
@@ -121,6 +124,7 @@ LANGUAGES = {
             "Какова высота Эвереста?",
             "Кто создал Python?",
         ),
+        "Расскажи об Эйфелевой башне",
     ),
     "ar": Language(
         {
@@ -149,6 +153,7 @@ LANGUAGES = {
             "كم يبلغ ارتفاع جبل إيفرست؟",
             "من أنشأ لغة بايثون؟",
         ),
+        "حدثني عن برج إيفل",
     ),
     "de": Language(
         {
@@ -177,6 +182,7 @@ LANGUAGES = {
             "Wie hoch ist der Mount Everest?",
             "Wer hat Python entwickelt?",
         ),
+        "Erzähl mir vom Eiffelturm",
     ),
 }
 LAYOUTS = ("numbered", "named", "tags", "headings", "yaml", "csv", "separators", "json")
@@ -292,6 +298,10 @@ def _expected_uris(layout: str, docs: list[tuple[str, str]]) -> list[str | None]
 def _prompt(rng: random.Random, lang: Language, layout: str, style: Style) -> Prompt:
     docs = _documents(rng, lang, layout)
     question = rng.choice(lang.questions)
+    if style.place in ("before", "after", "tagged", "message") and layout != "json":
+        # A request that does not ask, set apart by its label or tag or a message of its
+        # own (in a JSON message nothing but its key's name would tell it).
+        question = rng.choice((*lang.questions, lang.request))
     texts = [t for _, t in docs]
     uris = _expected_uris(layout, docs)
     w, c = lang.words, style.colon

@@ -274,3 +274,13 @@ def test_numbered_steps_every_prompt_repeats_are_learned_as_the_template() -> No
         )
         found.append([d.content for d in split])
     assert found[2] == [TEXTS[0], "Another document here."]
+
+
+def test_a_chat_message_with_a_label_keeps_its_whole_text_as_the_question() -> None:
+    """No documents around it: a label in a user's own message sets no question apart."""
+    from monitor.extraction._prompt_documents import question_in
+
+    assert question_in("Summary: the meeting went well\nPlease make it shorter") is None
+    assert question_in("摘要：会议很顺利\n请写得更短一些") is None
+    chatchat = CHATCHAT.replace(QUESTION_ZH, "介绍一下埃菲尔铁塔")
+    assert question_in(chatchat) == "介绍一下埃菲尔铁塔"
