@@ -359,9 +359,11 @@ def _seed() -> int:
     return int(given) if given else time.time_ns() % 2**32
 
 
-def test_generated_prompts_are_read_right_in_every_language_and_layout() -> None:
-    seed = _seed()
-    print(f"PROMPT_GRAMMAR_SEED={seed}")
+def _run(
+    seed: int,
+) -> tuple[Counter[tuple[str, str]], Counter[tuple[str, str]], dict[tuple[str, str], Prompt]]:
+    """Each language and layout's services on `seed`: prompts read right, prompts, and the
+    first misread prompt of each."""
     rng = random.Random(seed)
     right: Counter[tuple[str, str]] = Counter()
     total: Counter[tuple[str, str]] = Counter()
@@ -379,6 +381,13 @@ def test_generated_prompts_are_read_right_in_every_language_and_layout() -> None
                     total[(code, layout)] += 1
                     if not ok:
                         wrong.setdefault((code, layout), prompt)
+    return right, total, wrong
+
+
+def test_generated_prompts_are_read_right_in_every_language_and_layout() -> None:
+    seed = _seed()
+    print(f"PROMPT_GRAMMAR_SEED={seed}")
+    right, total, wrong = _run(seed)
     rates = {k: right[k] / total[k] for k in total}
     for k in sorted(rates):
         print(f"{k[0]} {k[1]:11} {right[k]}/{total[k]}")
@@ -400,3 +409,20 @@ def test_the_grammar_knows_its_answers() -> None:
             for text, uri in zip(prompt.texts, prompt.uris, strict=True):
                 assert lang.words["source"] not in text and lang.words["content"] not in text
                 assert uri is None or uri in whole
+
+
+if __name__ == "__main__":
+    # `python -m tests.extraction.test_prompt_grammar N`: each language and layout's share
+    # read right over seeds 0 to N-1.
+    import sys
+
+    right_all: Counter[tuple[str, str]] = Counter()
+    total_all: Counter[tuple[str, str]] = Counter()
+    for seed in range(int(sys.argv[1]) if len(sys.argv) > 1 else 10):
+        right, total, _ = _run(seed)
+        right_all.update(right)
+        total_all.update(total)
+    for layout in LAYOUTS:
+        cells = [f"{right_all[(c, layout)] / total_all[(c, layout)]:7.2%}" for c in LANGUAGES]
+        print(f"{layout:11}", *cells)
+    print(f"{'':11}", *(f"{c:>7}" for c in LANGUAGES))
