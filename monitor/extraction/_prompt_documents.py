@@ -315,7 +315,7 @@ def _one_a_line(block: Block, ids: Sequence[str]) -> list[Block]:
     newlines); else whole."""
     lines = [line for line in block.lines if line.strip()]
     items = structured_blocks([shape_of(line) for line in lines]) if len(lines) > 1 else None
-    if items is not None and all(b.bullet for b in items):
+    if items is not None and all(b.bullet for b in items) and items[0].lines[0] == lines[0]:
         if any(_instruction(b.content or "") for b in items):
             return [block]  # a list of rules: the template's, whole
         return items

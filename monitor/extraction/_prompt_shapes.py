@@ -559,7 +559,7 @@ def _between_separators(lines: list[Line]) -> list[Block] | None:
 def _table(lines: list[Line]) -> list[Block] | None:
     """A delimited table (a header row of single words, then rows of as many columns): a
     document a row, its text the column with most text, its name a column of single
-    words. Lines before its header and after its last row are not its."""
+    words. The table is the whole section, a line before its header at most."""
     body = [line.raw.strip() for line in lines if line.shape]
     for delimiter in _DELIMITERS:
         try:
@@ -573,7 +573,9 @@ def _table(lines: list[Line]) -> list[Block] | None:
             if len(header) >= 2 and all(len(h.split()) == 1 for h in header):
                 while end < len(rows) and len(rows[end]) == len(header):
                     end += 1
-                if end - start >= 3:
+                if end - start >= 3 and start <= 1 and end == len(rows):
+                    # The section is the table (a heading line before it at most): a table
+                    # inside a document's prose is the document's.
                     return _rows(body[start + 1 : end], rows[start + 1 : end])
             start = end
     return None

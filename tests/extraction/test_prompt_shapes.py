@@ -284,3 +284,16 @@ def test_a_chat_message_with_a_label_keeps_its_whole_text_as_the_question() -> N
     assert question_in("摘要：会议很顺利\n请写得更短一些") is None
     chatchat = CHATCHAT.replace(QUESTION_ZH, "介绍一下埃菲尔铁塔")
     assert question_in(chatchat) == "介绍一下埃菲尔铁塔"
+
+
+def test_a_table_inside_a_documents_prose_is_the_documents() -> None:
+    from monitor.extraction._prompt_documents import documents_from_prompt
+    from monitor.extraction._prompt_templates import PromptTemplates
+
+    doc = (
+        "Opening hours by day are below.\nday,hours\nMonday,9-17\nTuesday,9-17\nClosed on holidays."
+    )
+    docs = documents_from_prompt(
+        [("system", f"{doc}\n\n{TEXTS[0]}")], QUESTION, templates=PromptTemplates()
+    )
+    assert [d.content for d in docs] == [doc, TEXTS[0]]
