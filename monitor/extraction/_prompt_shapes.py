@@ -559,25 +559,36 @@ def _between_separators(lines: list[Line]) -> list[Block] | None:
 def _table(lines: list[Line]) -> list[Block] | None:
     """A delimited table (a header row of single words, then rows of as many columns): a
     document a row, its text the column with most text, its name a column of single
-    words. The table is the whole section, a line before its header at most."""
-    body = [line.raw.strip() for line in lines if line.shape]
+    words. The table is a paragraph of its own, a line before its header at most: a table
+    inside a document's prose is the document's."""
+    paragraph: list[str] = []
+    for line in [*lines, Line("")]:
+        if line.shape:
+            paragraph.append(line.raw.strip())
+            continue
+        found = _table_of(paragraph) if len(paragraph) >= 3 else None
+        if found is not None:
+            return found
+        paragraph = []
+    return None
+
+
+def _table_of(body: list[str]) -> list[Block] | None:
     for delimiter in _DELIMITERS:
         try:
-            rows = [next(csv.reader([text], delimiter=delimiter)) for text in body]
+            rows = [next(csv.reader([text], delimiter=delimiter)) for text in body[:2]]
         except csv.Error:
             return None  # a field past the csv module's limit: no table of documents
-        start = 0
-        while start < len(rows):
-            header = rows[start]
-            end = start + 1
-            if len(header) >= 2 and all(len(h.split()) == 1 for h in header):
-                while end < len(rows) and len(rows[end]) == len(header):
-                    end += 1
-                if end - start >= 3 and start <= 1 and end == len(rows):
-                    # The section is the table (a heading line before it at most): a table
-                    # inside a document's prose is the document's.
-                    return _rows(body[start + 1 : end], rows[start + 1 : end])
-            start = end
+        start = 0 if len(rows[0]) >= 2 else 1
+        header = rows[start]
+        if len(header) < 2 or any(len(h.split()) != 1 for h in header):
+            continue
+        try:
+            rows = [next(csv.reader([text], delimiter=delimiter)) for text in body[start + 1 :]]
+        except csv.Error:
+            return None
+        if len(rows) >= 2 and all(len(row) == len(header) for row in rows):
+            return _rows(body[start + 1 :], rows)
     return None
 
 
@@ -606,7 +617,7 @@ def asked_in(message: str) -> str | None:
     lines = [shape_of(raw) for raw in message.splitlines()]
     parts = sections(lines, values=True)
     labelled = [
-        (section.start, _text(section.lines))
+        (section.start, _last_paragraph(section.lines))
         for section in parts
         if section.head is not None and section.lines and structured_blocks(section.lines) is None
     ]
@@ -643,6 +654,18 @@ def asked_in(message: str) -> str | None:
     if more or _laid_out([line for n, line in enumerate(lines) if n != last.start]):
         return _text(last.lines) or None
     return None
+
+
+def _last_paragraph(lines: list[Line]) -> str:
+    """A section's text after its last blank line (documents may come before what it
+    asks)."""
+    end = len(lines)
+    while end and not lines[end - 1].shape:
+        end -= 1
+    start = end
+    while start and lines[start - 1].shape:
+        start -= 1
+    return _text(lines[start:end])
 
 
 def _set_apart(lines: list[Line], at: int) -> bool:
