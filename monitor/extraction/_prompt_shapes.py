@@ -62,10 +62,11 @@ def is_colon(c: str) -> bool:
 
 def asks(text: str) -> bool:
     """Whether `text` ends with a question mark of any script (`?`, `？`, `؟`, `;`)."""
-    stripped = text.rstrip()
-    while stripped and unicodedata.category(stripped[-1]) in ("Pe", "Pf"):
-        stripped = stripped[:-1].rstrip()  # a closing quote or bracket after the mark
-    return bool(stripped) and "QUESTION MARK" in _name(stripped[-1]) and stripped[-1] != "¿"
+    at = len(text) - 1
+    # Past closing quotes and brackets after the mark, and spaces.
+    while at >= 0 and (text[at].isspace() or unicodedata.category(text[at]) in ("Pe", "Pf")):
+        at -= 1
+    return at >= 0 and "QUESTION MARK" in _name(text[at]) and text[at] != "¿"
 
 
 def ends_sentence(text: str) -> bool:
@@ -88,7 +89,6 @@ class Line:
     rest: str = ""  # the text after the mark
     key: str | None = None  # a named label's or a tag's name: a field of a block
     closes: str | None = None  # the tag this line closes at its end
-    indent: int = 0
 
 
 def _tag(s: str) -> Line | None:
@@ -208,9 +208,8 @@ def _separator(s: str) -> bool:
 def shape_of(raw: str, ids: tuple[str, ...] = ()) -> Line:
     """A line's shape and what its mark carries (see the module docstring)."""
     s = raw.strip()
-    indent = len(raw) - len(raw.lstrip())
     line = _shape(s, ids) if s else Line(raw)
-    line.raw, line.indent = raw, indent
+    line.raw = raw
     return line
 
 

@@ -297,3 +297,10 @@ def test_a_table_inside_a_documents_prose_is_the_documents() -> None:
         [("system", f"{doc}\n\n{TEXTS[0]}")], QUESTION, templates=PromptTemplates()
     )
     assert [d.content for d in docs] == [doc, TEXTS[0]]
+
+
+def test_a_question_closed_by_many_brackets_costs_one_pass() -> None:
+    """`asks` walks back past closing marks once, not once a mark."""
+    small = _steps("What?" + ")" * 2000)
+    large = _steps("What?" + ")" * 4000)
+    assert large < 2.3 * small
