@@ -1,7 +1,8 @@
 """The conventions table, as data: what an entry is (`_entry.py`: for one tracing convention
 or SDK, which attribute names a span's role, where each part of a call is and how it is
 encoded, which log records it sends), the shipped entries (`_shipped.py`, with the GenAI
-operation names they read in `_operations.py`), and the log
+operation names they read in `_operations.py`), what stacks trace that asks nothing
+(`_not_requests.py`: writes to a store, probe paths), and the log
 records the receivers take, as those entries declare them (`_log_records.py`); and the
 vocabularies of the verdicts an app writes into its own traces (`_verdicts.py`).
 
@@ -40,6 +41,7 @@ from monitor.conventions._log_records import (
     OUTPUT_EVENTS,
     log_events_of,
 )
+from monitor.conventions._not_requests import PROBE_PATHS, STORE_WRITES
 from monitor.conventions._parts import (
     BLOB,
     DOCUMENT,
@@ -99,6 +101,7 @@ __all__ = [
     "PART_KINDS",
     "PART_TYPE_MEMBERS",
     "PASSED",
+    "PROBE_PATHS",
     "PROMPT",
     "REASONING",
     "RETRIEVAL",
@@ -106,6 +109,7 @@ __all__ = [
     "SERVER_TOOL_CALL",
     "SERVER_TOOL_CALL_RESPONSE",
     "SHIPPED",
+    "STORE_WRITES",
     "TEXT",
     "TEXT_PART",
     "TOOL",

@@ -19,40 +19,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
+from monitor.conventions import PROBE_PATHS, STORE_WRITES
 from monitor.extraction._span_roles import EMBEDDINGS, INDEXING, RETRIEVAL, span_role
 from monitor.extraction._trace_tree import trace_shape
 from monitor.spans import Span
 
 ASKS_NOTHING: Final = ("indexing", "embedding_only", "health_check")
-# Database operations that write to a store rather than search it.
-_WRITES = frozenset(
-    {"add", "upsert", "insert", "delete", "update", "write", "index", "bulk", "create", "drop"}
-)
 _OPERATION_KEYS = ("db.operation.name", "db.operation")
 _PATH_KEYS = ("http.route", "url.path", "http.target")
 _URL_KEYS = ("url.full", "http.url", *_PATH_KEYS)
 # The last segment of an embeddings endpoint's path, and Gemini's embedding methods.
 _EMBED_PATHS = frozenset({"embeddings", "embed"})
 _EMBED_METHODS = (":embedcontent", ":batchembedcontents")
-# The last segment of a path that liveness, readiness and startup probes ask.
-_PROBES = frozenset(
-    {
-        "health",
-        "healthz",
-        "healthcheck",
-        "health-check",
-        "health_check",
-        "ready",
-        "readyz",
-        "readiness",
-        "live",
-        "livez",
-        "liveness",
-        "startup",
-        "startupz",
-        "ping",
-    }
-)
 
 
 def is_indexing(span: Span) -> bool:
@@ -65,7 +43,7 @@ def is_indexing(span: Span) -> bool:
         return False
     a = span.attributes
     operation = next((a[k] for k in _OPERATION_KEYS if isinstance(a.get(k), str)), None)
-    return isinstance(operation, str) and operation.strip().lower() in _WRITES
+    return isinstance(operation, str) and operation.strip().lower() in STORE_WRITES
 
 
 def _embeds(span: Span) -> bool:
@@ -88,7 +66,7 @@ def _probe_path(root: Span) -> str | None:
     paths += [w for w in root.name.split() if w.startswith("/")]  # `GET /healthz`
     for path in paths:
         last = path.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1].lower()
-        if last in _PROBES:
+        if last in PROBE_PATHS:
             return str(path)
     return None
 

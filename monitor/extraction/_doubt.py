@@ -8,10 +8,11 @@ that shares no word with its documents is what a fabricated answer looks like to
 
 from __future__ import annotations
 
-import re
+import unicodedata
 from collections.abc import Sequence
 
 from monitor.extraction._prompt_documents import INSTRUCTION
+from monitor.extraction._prompt_shapes import is_heading
 from monitor.extraction._span_values import normalized
 
 DOUBTS: dict[str, str] = {
@@ -23,9 +24,9 @@ DOUBTS: dict[str, str] = {
     "string around a content-injection template of the app's own: Quarkus LangChain4j's "
     "gen_ai.prompt), so no document was taken",
 }
-_HEADING = re.compile(r"(?:#{1,6}\s+.{0,60}|[^\n.!?]{0,40}:)")
-_WORD = re.compile(r"[^\W\d_]{4,}")
+_MIN_WORD = 4  # letters of a word that tells (shorter ones are everywhere)
 _MIN_ANSWER_WORDS = 3  # an answer with fewer long words ("I don't know") tells nothing
+_MAX_HEADING = 64  # characters of a Markdown heading line
 
 
 def context_doubts(
@@ -44,7 +45,7 @@ def context_doubts(
     asked = normalized(query)
     if asked and any(normalized(t) == asked for t in texts):
         found.append("document_is_question")
-    if any(_HEADING.fullmatch(t.strip()) or INSTRUCTION.search(t) for t in texts):
+    if any(_heading(t.strip()) or INSTRUCTION.search(t) for t in texts):
         found.append("heading_or_instruction")
     prompts = {normalized(s) for s in system if s.strip()}
     if any(normalized(t) in prompts for t in texts):
@@ -55,5 +56,35 @@ def context_doubts(
     return tuple(found)
 
 
+def _heading(text: str) -> bool:
+    """A line that only heads what follows: a label before a colon of any script with
+    nothing after it (`Context:`, `已知信息：`), or a short Markdown heading."""
+    if "\n" in text:
+        return False
+    if text.startswith("#"):
+        level = len(text) - len(text.lstrip("#"))
+        return level <= 6 and text[level : level + 1].isspace() and len(text) <= _MAX_HEADING
+    return is_heading(text)
+
+
 def _words(text: str) -> set[str]:
-    return {w.casefold() for w in _WORD.findall(text)}
+    """The words that tell: runs of four letters or more, and in a script written without
+    spaces (Chinese, Japanese: wide characters) each pair of letters."""
+    found: set[str] = set()
+    run: list[str] = []
+    for c in [*text.casefold(), " "]:
+        if c.isalpha():
+            run.append(c)
+            continue
+        if run:
+            _add_run(run, found)
+            run = []
+    return found
+
+
+def _add_run(run: list[str], found: set[str]) -> None:
+    wide = [c for c in run if unicodedata.east_asian_width(c) in ("W", "F")]
+    if len(wide) * 2 > len(run):
+        found.update(run[k] + run[k + 1] for k in range(len(run) - 1))
+    elif len(run) >= _MIN_WORD:
+        found.add("".join(run))

@@ -3,33 +3,36 @@ retriever, or a retrieval span with ids and scores only): the system messages an
 user message, without the question and without the instruction template, split at the
 prompt's own boundaries.
 
+- **Layouts that place the documents** (`_prompt_layouts.py`): a JSON user message's
+  arrays, a JVM framework's default RAG prompt, Markdown sections named by their headings.
+- **Structure** (`_prompt_shapes.py`), in any language and script: the prompt's sections
+  (a label alone on its line, a tag it opens once), and in them the blocks a mark repeated
+  with varying content opens (numbers, brackets, tags, label blocks, YAML items, list
+  items, separator lines, table rows), each named by a field of single words or its mark;
+  text outside them is the template's. Where no mark repeats, the section with most
+  blank-line blocks holds the documents, a block one document a line when its lines are
+  as many as the retrieval's ids or each ends a sentence. A label alone on its line ends a
+  block and is never a document; those a prompt ends on (`Answer:`, `回答：`) head the
+  answer.
 - **The template** is the text a service's prompts share: the lines that open or close
   every distinct prompt of the sender on the same service and route
   (`_prompt_templates.py`). A document retrieved for several questions moves between
-  them; a template's line does not. A block that reads as an instruction (addresses the
-  model, tells it how to answer or what to use) is the template's too, learned or not (a
-  template's other version, a route not yet learned).
-- **Layouts that place the documents** (`_prompt_layouts.py`): a JSON user message's
-  arrays, a JVM framework's default RAG prompt, Markdown sections named by their headings.
-- **Boundaries**: marked blocks first (`[1] ...`, `[kb/a.md] ...`, `Document 1: ...`,
-  `<doc id="a">...</doc>`, a line opening with an id the retrieval span names); text outside
-  them is the template's. A prompt with no marks is split at blank lines, a block one
-  document a line when its lines are as many as the retrieval's ids or each ends a
-  sentence, one an item in a list. A short heading line (`Context:`, `Question:`) ends a block and is never a
-  document.
+  them; a template's line does not. Where the structure says nothing (blank-line blocks),
+  a block that reads as an instruction in English wording (`INSTRUCTION`) is the
+  template's too, learned or not; a block a repeated mark opens is a document even where
+  the learned template holds its lines (a popular document that closed the last prompts),
+  unless it holds every block of the section (steps every prompt repeats).
 - Documents with the retrieval's ids: a mark that is an id names its block; otherwise, when
   there are as many blocks as ids, they are paired in order.
-
-Instruction text never enters the context: what is left out is the template (learned, or
-read by its wording), headings and the question.
+- **The question** of a whole user message: what its structure sets apart and asks
+  (`question_in`), else, once the route's template is learned, the paragraph after the
+  documents that no prompt of the route shares (`varying_question`).
 """
 
 from __future__ import annotations
 
-import bisect
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from monitor.extraction._prompt_layouts import (
     framework_documents,
@@ -38,26 +41,25 @@ from monitor.extraction._prompt_layouts import (
     heading_documents,
     json_documents,
     json_question,
-    list_items,
+)
+from monitor.extraction._prompt_shapes import (
+    Block,
+    asked_in,
+    ends_sentence,
+    is_heading,
+    sections,
+    shape_of,
+    structured_blocks,
 )
 from monitor.extraction._prompt_templates import TEMPLATES, PromptTemplates
-from monitor.extraction._span_values import Doc, normalized
+from monitor.extraction._span_values import Doc, loads, normalized
 
 _MAX_LINES = 512  # lines of one prompt remembered
+_GROUPS = 4  # groups of a section read after the template's rules or steps, at most
 
-_BRACKET = re.compile(r"\[([^\]\n]{1,64})\][:.)\-]?\s*")
-_NAMED = re.compile(
-    r"(?:document|doc|source|passage|chunk|excerpt|snippet|result|context)\s*#?\s*(\d{1,4})"
-    r"\s*[:.)\-]\s*",
-    re.IGNORECASE,
-)
-_OPEN_TAG = re.compile(r"<([A-Za-z_][\w.-]*)((?:\s+[^<>]*)?)>\s*")
-_CLOSE_TAG = re.compile(r"\s*</([A-Za-z_][\w.-]*)>\s*$")
-_TAG_ID = re.compile(r"""\b(?:id|source|uri|name|title)\s*=\s*["']([^"']{1,128})["']""")
-_NAME_TAGS = frozenset({"source", "title", "id", "doc_id", "uri", "url", "name"})
-_SENTENCE_ENDS = frozenset(".!?\"')")
-_HEADING = re.compile(r"[^\n.!?]{0,40}:\s*$")
 # Wording that addresses the model or tells it how to answer and what from: an instruction.
+# Read only where a prompt's structure says nothing (unmarked blocks, a route whose template
+# is not learned yet); the structure and the learned template come first.
 INSTRUCTION = re.compile(
     r"\byou(?:'re| are)\b[^\n.]{0,40}\b(?:assistant|expert|bot|model|ai|agent|helper)\b"
     r"|\byour (?:task|job|role|goal)\b"
@@ -74,44 +76,11 @@ INSTRUCTION = re.compile(
 )
 
 
-# A labelled question in a prompt: `Question: ...`, `Query: ...`, `Q: ...`.
-_QUESTION_LABEL = re.compile(r"\s*(?:user )?(?:question|query|q)\s*:\s*(.*)", re.IGNORECASE)
-
-
-def labelled_question(prompt: str) -> str | None:
-    """The question a prompt labels (`Question: ...`, its text on the line or the lines
-    after it up to a blank line or a heading), the last one; None when it labels none."""
-    lines = prompt.splitlines()
-    found = None
-    for i, line in enumerate(lines):
-        label = _QUESTION_LABEL.fullmatch(line)
-        if label is None:
-            continue
-        asked = [label.group(1)] if label.group(1).strip() else []
-        for rest in lines[i + 1 :]:
-            if asked and (not rest.strip() or _HEADING.fullmatch(rest.strip())):
-                break
-            if rest.strip():
-                asked.append(rest)
-        text = "\n".join(asked).strip()
-        found = text or found
-    return found
-
-
 def question_in(message: str) -> str | None:
     """The question inside a whole user message that holds more: its JSON question field,
-    a JVM framework's default RAG prompt's question, or what it labels; None when it
-    says none."""
-    return json_question(message) or framework_question(message) or labelled_question(message)
-
-
-@dataclass(slots=True)
-class _Block:
-    lines: list[str]
-    label: str | None = None  # what marked it: a bracket label, an id, a tag's id
-    tag: str | None = None  # the tag it is closed by
-    content: str | None = None  # its text, where it is not its lines (a list item's)
-    opened: str | None = None  # the tag that opened it
+    a JVM framework's default RAG prompt's question, or what its structure sets apart and
+    asks (`_prompt_shapes.asked_in`); None when it says none."""
+    return json_question(message) or framework_question(message) or asked_in(message)
 
 
 def documents_from_prompt(
@@ -142,33 +111,136 @@ def documents_from_prompt(
     lines: list[str] = []  # those of the messages not laid out under Markdown headings
     sectioned: list[list[str]] = []
     for text in texts:
-        own = _without_question(text, question, asked)
+        own = _without_answer_cue(_without_question(text, question, asked))
         every += own
         if has_headings(own):
             sectioned.append(own)
         else:
             lines += [*own, ""]  # a message ends a block
+    if user is not None and normalized(user) == asked and "\n" in user.strip():
+        # A whole prompt taken as the question (none found in it yet): its lines still
+        # teach the route's template, from which the question is then found.
+        every += user.splitlines()
     seen = tuple(_line_key(line) for line in every[:_MAX_LINES] if line.strip())
     template = templates.shared(key, seen, sender, asked)
-    blocks = _marked(lines, ids)
-    if blocks is None:
-        blocks = [one for block in _unmarked(lines, template) for one in _one_a_line(block, ids)]
-    candidates = list(blocks)
+    candidates = _by_structure(lines, ids, template)
     for section_lines in sectioned:
         for doc in heading_documents(section_lines, _instruction, _blank_line_documents):
-            candidates.append(_Block((doc.content or "").splitlines(), doc.doc_uri))
+            lines_of = (doc.content or "").splitlines()
+            candidates.append(Block(lines_of, doc.doc_uri, structured=doc.doc_uri is not None))
     docs: list[Doc] = []
     for block in candidates:
-        body = [line for line in block.lines if line.strip()]
-        if template is not None and all(_line_key(line) in template for line in body):
-            continue  # a marked block every prompt has: the template's
-        content = block.content if block.content is not None else "\n".join(body).strip()
-        if not content:
+        if not _kept(block, template):
             continue
-        if block.label is None and _instruction(content):
-            continue  # reads as an instruction: a template not learned, or another version
+        content = block.content if block.content is not None else _joined(block.lines)
         docs.append(Doc(content, block.label))
     return _named(_distinct(docs), ids)
+
+
+def _joined(lines: list[str]) -> str:
+    return "\n".join(line for line in lines if line.strip()).strip()
+
+
+def varying_question(
+    message: str,
+    key: tuple[str, str],
+    templates: PromptTemplates = TEMPLATES,
+    sender: str = "",
+) -> str | None:
+    """The question of a whole user message as the part that varies between the prompts
+    of its template: its last paragraph that no prompt of the route shares, after the
+    documents, its label left out; None while the route's template is not learned or the
+    message holds nothing else."""
+    template = templates.known(key, sender)
+    if not template:
+        return None
+    runs: list[list[str]] = [[]]
+    for line in message.splitlines():
+        if not line.strip() or _line_key(line) in template:
+            runs.append([])
+        else:
+            runs[-1].append(line)
+    runs = [run for run in runs if run]
+    if len(runs) < 2 or not any(_line_key(line) in template for line in message.splitlines()):
+        return None
+    last = [shape_of(line) for line in runs[-1]]
+    if structured_blocks(last) is not None:
+        return None  # the documents end the prompt
+    asked = [line.rest if line.key is not None else line.raw for line in last]
+    return "\n".join(a for a in asked if a.strip()).strip() or None
+
+
+def _kept(block: Block, template: frozenset[int] | None) -> bool:
+    """Whether a block is a document: not every line of it the template's, some text, and
+    unless a mark names it, no instruction."""
+    body = [line for line in block.lines if line.strip()]
+    learned = template is not None and body and all(_line_key(ln) in template for ln in body)
+    if learned and not block.structured:
+        # A block every prompt has: the template's. A block a repeated mark opens is a
+        # document even where the same one closed the last prompts (a popular document).
+        return False
+    content = block.content if block.content is not None else _joined(block.lines)
+    if not content.strip():
+        return False
+    return block.label is not None or not _instruction(content)
+
+
+def _by_structure(
+    lines: list[str], ids: Sequence[str], template: frozenset[int] | None
+) -> list[Block]:
+    """The documents' blocks: those of the sections whose blocks a repeated mark opens
+    (named ones before bare list items, a list of rules the template's), else the
+    blank-line blocks of the section that holds most of them."""
+    shaped = [shape_of(line, tuple(ids)) for line in lines]
+    named: list[Block] = []
+    listed: list[list[Block]] = []
+    plain: list[list[Block]] = []
+    for section in sections(shaped):
+        pending = section.lines
+        for _ in range(_GROUPS):
+            found = structured_blocks(pending)
+            if found is None:
+                raw = [line.raw for line in pending]
+                blocks = [b for block in _unmarked(raw, template) for b in _one_a_line(block, ids)]
+                kept = [b for b in blocks if _kept(b, template)]
+                if kept:
+                    plain.append(kept)
+            elif _learned(found, template) or _rules(found):
+                # Every block in every prompt, or a list with an instruction among its
+                # items: the template's rules or steps; documents may follow them.
+                if 0 < found[-1].end < len(pending):
+                    pending = pending[found[-1].end :]
+                    continue
+            elif all(b.bullet for b in found):
+                listed.append(found)
+            else:
+                named += found
+            break
+    if named:
+        return named
+    for choice in (listed, plain):
+        if choice:
+            return max(choice, key=lambda bs: (len(bs), sum(len(_text(b)) for b in bs)))
+    return []
+
+
+def _learned(blocks: list[Block], template: frozenset[int] | None) -> bool:
+    """Whether every line of every block is the learned template's: a popular document
+    may close the last prompts, not all of a section's documents."""
+    if template is None:
+        return False
+    return all(_line_key(line) in template for b in blocks for line in b.lines if line.strip())
+
+
+def _rules(blocks: list[Block]) -> bool:
+    """Blocks no name tells apart (list items, numbers) of which one reads as an
+    instruction: the template's rules or steps."""
+    positional = all(b.label is None or b.label.isdecimal() for b in blocks)
+    return positional and any(_instruction(_text(b)) for b in blocks)
+
+
+def _text(block: Block) -> str:
+    return block.content if block.content is not None else _joined(block.lines)
 
 
 def _instruction(text: str) -> bool:
@@ -179,9 +251,7 @@ def _blank_line_documents(lines: list[str]) -> list[Doc]:
     """A context section's unnamed documents: its blank-line blocks, one a line or an item
     where they are so laid out."""
     return [
-        Doc(block.content if block.content is not None else "\n".join(block.lines).strip())
-        for whole in _unmarked(lines, None)
-        for block in _one_a_line(whole, ())
+        Doc(_text(block)) for whole in _unmarked(lines, None) for block in _one_a_line(whole, ())
     ]
 
 
@@ -211,126 +281,47 @@ def _named(docs: list[Doc], ids: Sequence[str]) -> list[Doc]:
 def _without_question(text: str, question: str | None, asked: str) -> list[str]:
     if question and question.strip() and question in text:
         text = text.replace(question, "")
-    lines = text.splitlines()
+    lines = [_json_literal(line) for line in text.splitlines()]
     if asked:
         lines = ["" if asked in normalized(line) else line for line in lines]
     return lines
 
 
-def _mark(line: str, ids: Sequence[str]) -> tuple[str | None, str, str | None] | None:
-    """(label, the rest of the line, the tag that closes the block) when `line` opens a
-    marked block."""
-    stripped = line.lstrip()
-    bracket = _BRACKET.match(stripped)
-    if bracket is not None:
-        return bracket.group(1).strip(), stripped[bracket.end() :], None
-    named = _NAMED.match(stripped)
-    if named is not None:
-        return named.group(1), stripped[named.end() :], None
-    tag = _OPEN_TAG.match(stripped)
-    if tag is not None:
-        found = _TAG_ID.search(tag.group(2) or "")
-        return (found.group(1) if found else None), stripped[tag.end() :], tag.group(1)
-    for doc_id in ids:
-        if doc_id and stripped.startswith(doc_id):
-            rest = stripped[len(doc_id) :]
-            if not rest[:1].isalnum():
-                return doc_id, rest.lstrip(" :-)]\t"), None
-    return None
+def _without_answer_cue(lines: list[str]) -> list[str]:
+    """A message's lines without the labels it ends on (`Answer:`, `回答：`): they head what
+    the model is to write, nothing of a document."""
+    end = len(lines)
+    while end and (not lines[end - 1].strip() or is_heading(lines[end - 1].strip())):
+        end -= 1
+    return lines[:end]
 
 
-def _marked(lines: list[str], ids: Sequence[str]) -> list[_Block] | None:
-    """The prompt's marked blocks, or None when it has none. A tag that holds other marks
-    wraps the documents (`<context>`) and is no document itself."""
-    marks = [_mark(line, ids) for line in lines]
-    if not any(marks):
-        return None
-    closes: dict[str, list[int]] = {}  # each tag's closing lines, in order
-    marked_before = [0]  # marks before each line
-    for j, line in enumerate(lines):
-        closed = _CLOSE_TAG.search(line)
-        if closed is not None:
-            closes.setdefault(closed.group(1), []).append(j)
-        marked_before.append(marked_before[-1] + (marks[j] is not None))
-    wrappers: set[int] = set()
-    for i, mark in enumerate(marks):
-        if mark is None or mark[2] is None:
-            continue
-        after = closes.get(mark[2], [])
-        k = bisect.bisect_left(after, i)  # a tag closed on its own line wraps nothing
-        if k < len(after) and marked_before[after[k]] - marked_before[i + 1] > 0:
-            wrappers.update((i, after[k]))
-    blocks: list[_Block] = []
-    current: _Block | None = None
-    for i, line in enumerate(lines):
-        mark = marks[i]
-        if i in wrappers:
-            current = None
-            continue
-        if mark is not None:
-            label, rest, tag = mark
-            current = _Block([rest], label, tag, opened=tag)
-            blocks.append(current)
-            _closes(current, rest)
-            if current.tag == "":
-                current = None
-            continue
-        if current is None:
-            continue  # outside every block: the template's
-        if current.tag is None and (not line.strip() or _HEADING.fullmatch(line.strip())):
-            current = None
-            continue
-        current.lines.append(line)
-        _closes(current, line)
-        if current.tag == "":
-            current = None
-    tagged = [b for b in blocks if b.tag is not None]
-    if len(tagged) == 1 and len(blocks) == 1:
-        # One tag around the prompt's documents (`<context>`): its blank-line blocks.
-        return _unmarked(tagged[0].lines, None)
-    return _named_by_child_tags(blocks)
+def _json_literal(line: str) -> str:
+    """A line that is a JSON string is its text (a tool's result a framework joined into
+    the prompt as JSON); `null` is nothing."""
+    stripped = line.strip()
+    if stripped == "null":
+        return ""
+    if len(stripped) > 1 and stripped[0] == stripped[-1] == '"':
+        decoded = loads(stripped)
+        if isinstance(decoded, str):
+            return decoded
+    return line
 
 
-def _named_by_child_tags(blocks: list[_Block]) -> list[_Block]:
-    """A `<source>` (`<title>`, `<id>`...) tag inside a document's tag names the block
-    after it (`<document><source>a.md</source><document_content>...`) and is no document."""
-    out: list[_Block] = []
-    name: str | None = None
-    for block in blocks:
-        if block.opened is not None and block.opened.lower() in _NAME_TAGS:
-            name = "\n".join(block.lines).strip() or None
-            continue
-        if name is not None and block.label is None:
-            block.label = name
-        name = None
-        out.append(block)
-    return out
-
-
-def _one_a_line(block: _Block, ids: Sequence[str]) -> list[_Block]:
-    """A block, one document a line when its lines are as many as the retrieval's ids, or
-    each ends a sentence (documents joined by single newlines); else whole."""
+def _one_a_line(block: Block, ids: Sequence[str]) -> list[Block]:
+    """A block, one document an item when it is a list, one a line when its lines are as
+    many as the retrieval's ids or each ends a sentence (documents joined by single
+    newlines); else whole."""
     lines = [line for line in block.lines if line.strip()]
-    items = list_items(lines)
-    if items is not None:
-        if any(_instruction(item) for _, item in items):
+    items = structured_blocks([shape_of(line) for line in lines]) if len(lines) > 1 else None
+    if items is not None and all(b.bullet for b in items) and items[0].lines[0] == lines[0]:
+        if any(_instruction(b.content or "") for b in items):
             return [block]  # a list of rules: the template's, whole
-        return [_Block(raw, content=item) for raw, item in items]
-    if len(lines) > 1 and (
-        len(lines) == len(ids) or all(line.rstrip()[-1:] in _SENTENCE_ENDS for line in lines)
-    ):
-        return [_Block([line]) for line in lines]
+        return items
+    if len(lines) > 1 and (len(lines) == len(ids) or all(ends_sentence(line) for line in lines)):
+        return [Block([line]) for line in lines]
     return [block]
-
-
-def _closes(block: _Block, line: str) -> None:
-    """Whether `line` closes `block`'s tag: its closing tag is cut off and `tag` set to ""."""
-    if block.tag is None:
-        return
-    closed = _CLOSE_TAG.search(line)
-    if closed is not None and closed.group(1) == block.tag:
-        block.lines[-1] = line[: closed.start()]
-        block.tag = ""
 
 
 def _line_key(line: str) -> int:
@@ -339,20 +330,18 @@ def _line_key(line: str) -> int:
     return hash(normalized(line))
 
 
-def _unmarked(lines: list[str], template: frozenset[int] | None) -> list[_Block]:
+def _unmarked(lines: list[str], template: frozenset[int] | None) -> list[Block]:
     """Blank-line blocks, with the template's lines and headings as boundaries too."""
-    blocks: list[_Block] = []
+    blocks: list[Block] = []
     current: list[str] = []
     for line in [*lines, ""]:
         text = line.strip()
         boundary = (
-            not text
-            or _HEADING.fullmatch(text) is not None
-            or (template is not None and _line_key(line) in template)
+            not text or is_heading(text) or (template is not None and _line_key(line) in template)
         )
         if boundary:
             if current:
-                blocks.append(_Block(current))
+                blocks.append(Block(current))
             current = []
         else:
             current.append(line)

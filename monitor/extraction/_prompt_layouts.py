@@ -29,15 +29,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from monitor.extraction._prompt_shapes import asks, ends_sentence, shape_of, structured_blocks
 from monitor.extraction._span_values import Doc, content_text, loads
 
-# Fields of a JSON user message that hold the question, in the order they are looked for.
-_QUESTION_FIELDS = ("question", "query", "user_question", "q", "input", "ask")
-# Fields of a document object that hold its text, and those that name it.
+# Fields of a document object that hold its text (its parts, where a list).
 _TEXT_FIELDS = ("content", "text", "page_content", "body", "passage", "chunk", "snippet")
-_NAME_FIELDS = ("id", "doc_id", "source", "uri", "url", "title", "name")
-# Fields that hold the conversation so far, never documents.
-_HISTORY_FIELDS = frozenset({"history", "chat_history", "messages", "conversation", "turns"})
 _MAX_JSON_DOCS = 256  # items read as documents, of one array and in all
 _MAX_JSON_DEPTH = 2  # objects inside the message looked into for arrays
 # Words of a field's name that name the question, and the conversation so far.
@@ -45,7 +41,6 @@ _QUESTION_WORDS = frozenset({"question", "query", "ask", "input", "q", "prompt",
 _HISTORY_WORDS = frozenset({"history", "messages", "conversation", "turns", "memory"})
 
 _HEADING_LINE = re.compile(r"\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
-_LIST_ITEM = re.compile(r"\s{0,3}(?:[-*+\u2022]|\d{1,3}[.)])\s+(\S.*)$")
 # Headings that name a part of the template, never a document.
 _TEMPLATE_HEADING = re.compile(
     r"\s*(?:(?:the|your|system|user|output|answer|response)\s+)?"
@@ -71,15 +66,11 @@ def json_question(text: str) -> str | None:
 
 
 def _question_in(value: dict[str, Any], depth: int) -> str | None:
-    for name in _QUESTION_FIELDS:
-        found = value.get(name)
-        if isinstance(found, str) and found.strip():
-            return found.strip()
     texts = [(name, v.strip()) for name, v in value.items() if isinstance(v, str) and v.strip()]
     for name, found in texts:
         if _QUESTION_WORDS & _words(name):
             return found
-    asking = [found for _, found in texts if found.endswith("?")]
+    asking = [found for _, found in texts if asks(found)]
     if len(asking) == 1:
         return asking[0]
     if depth >= _MAX_JSON_DEPTH:
@@ -89,8 +80,30 @@ def _question_in(value: dict[str, Any], depth: int) -> str | None:
 
 
 def _words(name: str) -> set[str]:
-    """The lower-cased words of a field name (`userAsk`, `user_ask`, `user-ask`)."""
-    return {w.lower() for w in re.findall(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+", name)}
+    """The lower-cased words of a field name (`userAsk`, `user_ask`, `user-ask`,
+    `HTTPRequest`): split where letters meet other characters and where a lower-case
+    letter meets an upper-case one (an upper-case run before one that is not keeps its
+    last letter for the word after it)."""
+    words: list[str] = []
+    current = ""
+    for n, c in enumerate(name):
+        if not c.isalnum():
+            words.append(current)
+            current = ""
+            continue
+        before = name[n - 1] if n else ""
+        after = name[n + 1] if n + 1 < len(name) else ""
+        boundary = (
+            (c.isupper() and before.islower())
+            or (c.isupper() and before.isupper() and after.islower())
+            or (c.isdecimal() != before.isdecimal() and before.isalnum())
+        )
+        if boundary:
+            words.append(current)
+            current = ""
+        current += c
+    words.append(current)
+    return {w.lower() for w in words if w}
 
 
 def json_documents(text: str) -> list[Doc] | None:
@@ -106,7 +119,7 @@ def json_documents(text: str) -> list[Doc] | None:
 
 def _collect(value: dict[str, Any], docs: list[Doc], depth: int) -> None:
     for name, field in value.items():
-        if name in _QUESTION_FIELDS or name in _HISTORY_FIELDS or _words(name) & _HISTORY_WORDS:
+        if _words(name) & (_QUESTION_WORDS | _HISTORY_WORDS):
             continue
         if isinstance(field, dict) and depth < _MAX_JSON_DEPTH:
             _collect(field, docs, depth + 1)
@@ -116,6 +129,11 @@ def _collect(value: dict[str, Any], docs: list[Doc], depth: int) -> None:
             doc = _json_doc(item)
             if doc is not None and len(docs) < _MAX_JSON_DOCS:
                 docs.append(doc)
+
+
+def _worded(text: str) -> bool:
+    """A text rather than a name: words with spaces, or a sentence's end."""
+    return " " in text.strip() or ends_sentence(text)
 
 
 def _json_object(text: str) -> dict[str, Any] | None:
@@ -133,23 +151,19 @@ def _json_doc(item: Any) -> Doc | None:
         return None  # not a document: a message of the conversation
     field = next((f for f in _TEXT_FIELDS if f in item), None)
     if field is None:
-        # No known text field: the item's longest text of more than one word.
-        texts = [(len(v), f) for f, v in item.items() if isinstance(v, str) and " " in v.strip()]
-        field = max(texts)[1] if texts else None
+        # No known text field: the item's longest text, when it is longer than a name (a
+        # text without spaces, as Chinese is written, counts by its characters).
+        texts = [(len(v.strip()), f) for f, v in item.items() if isinstance(v, str)]
+        longest = max(texts) if texts else None
+        field = longest[1] if longest is not None and _worded(item[longest[1]]) else None
     text = content_text(item[field]) if field is not None else None
     if not text or not text.strip():
         return None
-    name = next((item[f] for f in _NAME_FIELDS if isinstance(item.get(f), str | int)), None)
-    if name is None:
-        # No known name field: a value of one word (an id, a path, a URL).
-        name = next(
-            (
-                v
-                for f, v in item.items()
-                if f != field and isinstance(v, str) and v.strip() and " " not in v.strip()
-            ),
-            None,
-        )
+    # Its name: a value of one word (an id, a path, a URL), else a number.
+    names = [v for f, v in item.items() if f != field and isinstance(v, str | int)]
+    words = [v for v in names if isinstance(v, str) and v.strip() and len(v.split()) == 1]
+    numbers = [v for v in names if isinstance(v, int) and not isinstance(v, bool)]
+    name = next(iter(words or numbers), None)
     return Doc(text.strip(), None if name is None else str(name))
 
 
@@ -211,25 +225,6 @@ def heading_documents(
     return docs
 
 
-def list_items(lines: list[str]) -> list[tuple[list[str], str]] | None:
-    """A block's list items (each item's lines, and its text without the marker,
-    continuation lines joined), when every line of it is an item or continues one and it
-    has two items at least; else None."""
-    items: list[tuple[list[str], str]] = []
-    for line in lines:
-        if not line.strip():
-            continue
-        item = _LIST_ITEM.match(line)
-        if item is not None:
-            items.append(([line], item.group(1).strip()))
-        elif items and line[:1].isspace():
-            raw, text = items[-1]
-            items[-1] = ([*raw, line], f"{text} {line.strip()}")
-        else:
-            return None
-    return items if len(items) > 1 else None
-
-
 # The JVM frameworks' default RAG prompts, where the documents reach the model only in the
 # prompt. Spring AI's QuestionAnswerAdvisor (1.x and 2.x) and RetrievalAugmentationAdvisor's
 # ContextualQueryAugmenter put the documents, one a line (`Document::getText` joined by the
@@ -270,8 +265,13 @@ def framework_documents(text: str) -> list[Doc] | None:
         marks = [i for i, line in enumerate(stripped) if line == _SPRING_DELIMITER]
         if len(marks) < 2:
             return None
-        between = stripped[marks[0] + 1 : marks[1]]
-        return [Doc(line) for line in between if line]
+        between = lines[marks[0] + 1 : marks[1]]
+        # One a line as Spring AI joins them, unless a document formatter wrote each with
+        # its metadata (`source: ...` lines repeated with each document).
+        blocks = structured_blocks([shape_of(line) for line in between])
+        if blocks is not None and not all(b.bullet for b in blocks):
+            return [Doc(b.content or "", b.label) for b in blocks if b.content]
+        return [Doc(line.strip()) for line in between if line.strip()]
     at = text.rfind(_LANGCHAIN4J_HEADER)
     if at < 0:
         return None

@@ -94,13 +94,16 @@ class PromptTemplates:
             self._seen[key] = route
             while len(self._seen) > self._routes:
                 self._seen.popitem(last=False)
-            own = route.get(sender)
-            if own is not None and own.learned.prompts >= MIN_PROMPTS:
-                template: frozenset[int] | None = own.learned.lines()
-            else:
-                template = _agreed(route)
+            template = _template(route, sender)
             self._learn(route, sender, lines, hash((lines, asked)))
         return template
+
+    def known(self, key: tuple[str, str], sender: str = "") -> frozenset[int] | None:
+        """The template lines of `key` for `sender`'s prompts, learning nothing (None while
+        too few prompts tell)."""
+        with self._lock:
+            route = self._seen.get(key)
+            return None if route is None else _template(route, sender)
 
     def _learn(
         self, route: dict[str, _Sender], sender: str, lines: tuple[int, ...], digest: int
@@ -134,6 +137,13 @@ class PromptTemplates:
     def clear(self) -> None:
         with self._lock:
             self._seen.clear()
+
+
+def _template(route: dict[str, _Sender], sender: str) -> frozenset[int] | None:
+    own = route.get(sender)
+    if own is not None and own.learned.prompts >= MIN_PROMPTS:
+        return own.learned.lines()
+    return _agreed(route)
 
 
 def _agreed(route: dict[str, _Sender]) -> frozenset[int] | None:

@@ -10,7 +10,11 @@ from typing import Any
 from monitor.extraction._doubt import context_doubts
 from monitor.extraction._instrumentations import instrumentation_of
 from monitor.extraction._messages import is_placeholder, parts_text, type_of
-from monitor.extraction._prompt_documents import documents_from_prompt, question_in
+from monitor.extraction._prompt_documents import (
+    documents_from_prompt,
+    question_in,
+    varying_question,
+)
 from monitor.extraction._prompt_layouts import framework_documents
 from monitor.extraction._request_spans import (
     Requests,
@@ -176,6 +180,8 @@ def context_of(
     # ...`): the question is what it labels.
     whole = query is not None and query == answer.user_query
     labelled = question_in(query) if whole and query else None
+    if whole and query and labelled is None:
+        labelled = varying_question(query, key, sender=sender)
     joined = _joined_messages(answer, trace_spans)
     if joined and labelled:
         # The messages joined by single newlines: a system message or an earlier turn ends

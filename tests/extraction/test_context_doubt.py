@@ -94,3 +94,15 @@ def test_a_prompt_split_at_its_marks_raises_no_doubt() -> None:
     record = _record(emit)
     assert record.context_source == "prompt"
     assert CONTEXT_DOUBT not in record.metadata
+
+
+def test_signs_of_a_wrong_split_are_read_in_any_script() -> None:
+    """A label line of any script is a heading; Chinese, written without spaces, shares
+    words with its answer by its pairs of characters."""
+    doc = "埃菲尔铁塔于1889年建成，是世界博览会的入口。"
+    assert "heading_or_instruction" in context_doubts(None, ["已知信息：", doc], None)
+    assert "heading_or_instruction" in context_doubts(None, ["المصدر:", doc], None)
+    assert context_doubts(None, [doc], "埃菲尔铁塔在1889年建成。") == ()
+    assert context_doubts(None, [doc], "长城全长数千公里，横跨中国北方。") == (
+        "no_document_shares_answer_words",
+    )
