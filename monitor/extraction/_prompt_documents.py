@@ -47,12 +47,13 @@ _MAX_LINES = 512  # lines of one prompt remembered
 
 _BRACKET = re.compile(r"\[([^\]\n]{1,64})\][:.)\-]?\s*")
 _NAMED = re.compile(
-    r"(?:document|doc|source|passage|chunk|excerpt|snippet|result|context)\s*#?\s*(\d{1,4})"
+    r"(?:document|doc|source|passage|chunk|excerpt|snippet|result|context)\s*+#?\s*+(\d{1,4})"
     r"\s*[:.)\-]\s*",
     re.IGNORECASE,
 )
-_OPEN_TAG = re.compile(r"<([A-Za-z_][\w.-]*)((?:\s+[^<>]*)?)>\s*")
-_CLOSE_TAG = re.compile(r"\s*</([A-Za-z_][\w.-]*)>\s*$")
+_OPEN_TAG = re.compile(r"<([A-Za-z_][\w.-]*)((?:\s++[^<>]*)?)>\s*")
+# Searched: the look-behind starts it at a run of whitespace's start only (linear).
+_CLOSE_TAG = re.compile(r"(?<!\s)\s*</([A-Za-z_][\w.-]*)>\s*$")
 _TAG_ID = re.compile(r"""\b(?:id|source|uri|name|title)\s*=\s*["']([^"']{1,128})["']""")
 _NAME_TAGS = frozenset({"source", "title", "id", "doc_id", "uri", "url", "name"})
 _SENTENCE_ENDS = frozenset(".!?\"')")
@@ -75,7 +76,7 @@ INSTRUCTION = re.compile(
 
 
 # A labelled question in a prompt: `Question: ...`, `Query: ...`, `Q: ...`.
-_QUESTION_LABEL = re.compile(r"\s*(?:user )?(?:question|query|q)\s*:\s*(.*)", re.IGNORECASE)
+_QUESTION_LABEL = re.compile(r"\s*+(?:user )?(?:question|query|q)\s*+:\s*+(.*)", re.IGNORECASE)
 
 
 def labelled_question(prompt: str) -> str | None:
