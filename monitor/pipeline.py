@@ -366,6 +366,7 @@ def _evaluation_stage(
         # detector runs anyway (its word vectors are the topics').
         topics=bool(config.alerts.rules and cpu_entries),
         revisions=revisions,
+        extraction_budget_s=pipeline.extraction_timeout_s,
     )
     pool = (
         ProcessPool(
