@@ -263,12 +263,13 @@ def _extract(job: Job, settings: Settings) -> TraceRecords | Unreadable:
     budget = settings.extraction_budget_s
     try:
         with extraction_budget(budget):
-            return _extracted(job, settings)
+            return extracted(job, settings)
     except OverBudget:
         return Unreadable(EXTRACT_TIMEOUT, f"extraction passed its budget of {budget:g}s")
 
 
-def _extracted(job: Job, settings: Settings) -> TraceRecords | Unreadable:
+def extracted(job: Job, settings: Settings) -> TraceRecords | Unreadable:
+    """A trace job's records as the task gives them, without a budget."""
     address = job.metadata.get(CLIENT_ADDRESS) if job.metadata else None
     extraction = extract_within(
         job.spans, settings.route_attribute, settings.limits, settings.conventions, address
