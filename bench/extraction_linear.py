@@ -93,12 +93,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 per_byte.append(took * 1e6 / len(text.encode()))
                 if took == float("inf"):
                     break
-            last = per_byte[-1]
+            first, last = per_byte[0], per_byte[-1]
             shown = f">{args.budget:g} s" if last == float("inf") else f"{last:.3f}"
             if len(per_byte) < len(sizes):
                 shown += f" (at {sizes[len(per_byte) - 1]} B)"
-            ratio = last / per_byte[0] if per_byte[0] > 0 else float("nan")
-            print(f"| {layout} | {shape} | {per_byte[0]:.3f} | {shown} | {ratio:.1f} |")
+            if first == float("inf"):
+                print(f"| {layout} | {shape} | >{args.budget:g} s | {shown} | - |")
+                continue
+            ratio = f"{last / first:.1f}" if first > 0 and last != float("inf") else "-"
+            print(f"| {layout} | {shape} | {first:.3f} | {shown} | {ratio} |")
     return 0
 
 
