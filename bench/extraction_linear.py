@@ -23,15 +23,15 @@ from types import FrameType
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness import bench_smoke  # noqa: E402
-from harness.hostile_prompts import SHAPES  # noqa: E402
-from monitor.extraction._prompt_documents import (  # noqa: E402
+from harness import bench_smoke
+from harness.hostile_prompts import SHAPES
+from monitor.extraction._prompt_documents import (
     _blank_line_documents,
     _instruction,
     documents_from_prompt,
 )
-from monitor.extraction._prompt_layouts import heading_documents, list_items  # noqa: E402
-from monitor.extraction._prompt_templates import PromptTemplates  # noqa: E402
+from monitor.extraction._prompt_layouts import heading_documents, list_items
+from monitor.extraction._prompt_templates import PromptTemplates
 
 LAYOUTS: dict[str, Callable[[str], object]] = {
     "prompt": lambda text: documents_from_prompt(

@@ -334,7 +334,11 @@ async def test_shutdown_deadline_extracts_traces_it_left_and_writes_them_unevalu
     # Each trace told once what it gave (the one in work already was, by its task).
     assert len(told) == 3
     assert sorted(done) == [(0, True), (1, True), (2, True)] and stage.abandoned == 0
-    assert sorted(e.record.query or "" for e in collected.got) == ["问题 0？", "问题 1？", "问题 2？"]
+    assert sorted(e.record.query or "" for e in collected.got) == [
+        "问题 0？",
+        "问题 1？",
+        "问题 2？",
+    ]
     assert all(e.record.metadata[NOT_EVALUATED] == "shutdown_deadline" for e in collected.got)
     assert _value(telemetry, "records_not_evaluated_total", reason="shutdown_deadline") == 3
 
@@ -342,9 +346,8 @@ async def test_shutdown_deadline_extracts_traces_it_left_and_writes_them_unevalu
 async def test_a_trace_not_extracted_within_the_deadline_is_the_only_one_given_up(
     telemetry: Telemetry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from monitor.processors.evaluation import _stage as stage_module
+    from monitor.processors.evaluation._task import extracted as real
 
-    real = stage_module.extracted
     release = threading.Event()
 
     def slow_on_one(job: Job, settings: object) -> object:
@@ -352,7 +355,7 @@ async def test_a_trace_not_extracted_within_the_deadline_is_the_only_one_given_u
             release.wait()  # a scripted extraction that outlasts the deadline
         return real(job, settings)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(stage_module, "extracted", slow_on_one)
+    monkeypatch.setattr("monitor.processors.evaluation._stage.extracted", slow_on_one)
     stage, _ = _stage(telemetry, [ScriptedEvaluator("stuck", delay=30)], workers=1, timeout=60)
     await stage.start()
     done: list[tuple[int, bool]] = []

@@ -29,13 +29,15 @@ import ast
 import importlib
 import pkgutil
 import re
-import re._constants as C  # noqa: N812  (the parser's own names)
-import re._parser as sre
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+# The engine's own parser and its names (typeshed holds no stubs for them).
+C: Any = importlib.import_module("re._constants")
+sre: Any = importlib.import_module("re._parser")
 
 PACKAGES = ("monitor.extraction", "monitor.spans", "monitor.processors.trace")
 BOUNDED = 64  # a repeat of at most this many characters costs a constant factor
@@ -271,7 +273,9 @@ class _Shapes:
             for i, first in enumerate(firsts):
                 for other in firsts[i + 1 :]:
                     if first & other:
-                        self._found("a repeated alternation's alternatives start alike", first & other)
+                        self._found(
+                            "a repeated alternation's alternatives start alike", first & other
+                        )
 
     def _branches(self, nodes: list[Node]) -> Iterator[list[Any]]:
         """The alternations of a repeat's body, outside the repeats it holds."""

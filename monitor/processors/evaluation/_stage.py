@@ -46,6 +46,7 @@ from functools import partial
 from monitor.component import Evaluated, ResultSink, SampledRecord, SampledTrace
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.base import CpuScorer, Evaluator
+from monitor.extraction import TraceRecords, Unreadable
 from monitor.pool import ProcessPool
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation._evaluators import BatchEvaluator
@@ -53,7 +54,6 @@ from monitor.processors.evaluation._flights import BatchTasks, describe
 from monitor.processors.evaluation._previous import PreviousScorer
 from monitor.processors.evaluation._queue import Item, WorkQueue
 from monitor.processors.evaluation._runner import TaskRunner
-from monitor.extraction import TraceRecords, Unreadable
 from monitor.processors.evaluation._task import Job, Settings, extracted
 from monitor.records import NOT_EVALUATED, RagRecord
 from monitor.results import EvalResult
@@ -247,8 +247,7 @@ class EvaluationStage:
         if not left:
             return
         log.warning(
-            "shutdown deadline of %.1fs passed; writing %d sampled traces and records "
-            "unevaluated",
+            "shutdown deadline of %.1fs passed; writing %d sampled traces and records unevaluated",
             deadline_s,
             len(left),
         )
