@@ -38,7 +38,9 @@ before taking more (a results file on a full disk stops intake instead of being 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
@@ -54,10 +56,16 @@ from monitor.processors.evaluation._flights import BatchTasks, describe
 from monitor.processors.evaluation._previous import PreviousScorer
 from monitor.processors.evaluation._queue import Item, WorkQueue
 from monitor.processors.evaluation._runner import TaskRunner
-from monitor.processors.evaluation._task import Job, Settings, extracted
+from monitor.processors.evaluation._task import (
+    EXTRACT_TIMEOUT,
+    Job,
+    OverBudget,
+    Settings,
+    extracted,
+    extraction_budget,
+)
 from monitor.records import NOT_EVALUATED, RagRecord
 from monitor.results import EvalResult
-from monitor.shared.own_thread import in_own_thread
 from monitor.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -235,7 +243,7 @@ class EvaluationStage:
         an error result for each evaluator that sampled it, counted in
         `records_not_evaluated_total`. A trace is extracted here first, within what is
         left of the deadline; one that is not by then is the only thing given up
-        (`dropped_total{reason="shutdown_deadline"}`)."""
+        (`dropped_total{reason="shutdown_deadline"}`; Kafka reads it again)."""
         told: set[int] = set()
         left: list[Item] = list(self._queue.clear())
         for work in list(self._queue.in_work.values()):
@@ -252,16 +260,10 @@ class EvaluationStage:
             len(left),
         )
         traces = [item for item in left if isinstance(item, SampledTrace)]
-        extractions: dict[int, TraceRecords | Unreadable] = {}
-        if traces:
-            try:
-                async with asyncio.timeout(left_s):
-                    await in_own_thread(
-                        partial(_extract_all, traces, self._settings, extractions),
-                        "shutdown-extraction",
-                    )
-            except TimeoutError:
-                pass  # those extracted by now are written; the rest are given up below
+        # No question topics: the detector's vectors load in the workers only, and a
+        # record not evaluated feeds no alert rule's attribution.
+        settings = dataclasses.replace(self._settings, topics=False)
+        extractions = _extract_all(traces, settings, time.monotonic() + left_s)
         given_up: list[Item] = []
         done: list[Evaluated] = []
         owners: list[Item] = []
@@ -473,17 +475,29 @@ class EvaluationStage:
 
 
 def _extract_all(
-    traces: list[SampledTrace],
-    settings: Settings,
-    out: dict[int, TraceRecords | Unreadable],
-) -> None:
-    """Each trace's records, by the item's id, as far as the time given allows."""
+    traces: list[SampledTrace], settings: Settings, until: float
+) -> dict[int, TraceRecords | Unreadable]:
+    """Each trace's records, by the item's id, extracted until the monotonic time `until`
+    (those after it are left out). Here, on the event loop's thread, so that each
+    extraction is bounded by an alarm (`extraction_budget`): its own budget, or what is
+    left of the deadline when that is less (the loop has nothing else to do by now)."""
+    out: dict[int, TraceRecords | Unreadable] = {}
+    own = settings.extraction_budget_s or math.inf
     for item in traces:
+        left = until - time.monotonic()
+        if left <= 0:
+            break
         job = Job((), spans=item.spans, metadata=item.metadata)
         try:
-            out[id(item)] = extracted(job, settings)
+            with extraction_budget(min(own, left)):
+                out[id(item)] = extracted(job, settings)
+        except OverBudget:
+            if own <= left:  # its own budget passed: set aside as the workers do
+                why = f"extraction passed its budget of {own:g}s"
+                out[id(item)] = Unreadable(EXTRACT_TIMEOUT, why)
         except Exception as exc:
             out[id(item)] = Unreadable("extract_failed", f"cannot build a record: {exc}")
+    return out
 
 
 def _unevaluated(record: RagRecord, sampled: frozenset[str]) -> Evaluated:
