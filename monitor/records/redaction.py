@@ -56,15 +56,18 @@ _CARD = re.compile(r"(?<![\w\-.])\d(?:[ \-]?\d){12,18}(?![\w\-]|\.\d)")
 _IBAN_START = re.compile(r"(?<![A-Za-z0-9])([A-Za-z]{2})(\d{2})(?=[ \-]?[A-Za-z0-9])")
 _SSN = re.compile(r"(?<![\w\-])(\d{3})([\- ])(\d{2})\2(\d{4})(?![\w\-]|\.\d)")
 _SSN_BARE = re.compile(
-    r"\b(?:SSN|SS#|social security(?: number| no\.?)?)\s*(?:is|:|#|no\.?)?\s*(\d{9})\b", re.I
+    r"\b(?:SSN|SS#|social security(?: number| no\.?)?)\s*+(?:is|:|#|no\.?)?\s*+(\d{9})\b", re.I
 )
 _IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d)")
-_IPV6 = re.compile(r"(?<![\w:.%])\[?[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*(?:%\w+)?\]?")
+# A whole run of hex digits, colons and dots (two colons at least: `_ipv6s` checks), each
+# run read once: three quantifiers over those characters, colons between, took a run of
+# colons apart every way.
+_IPV6 = re.compile(r"(?<![\w:.%])\[?[0-9A-Fa-f:.]++(?:%\w++)?\]?")
 # Words that label a number as something other than a phone or card number.
 _LABELLED_OTHERWISE = (
     r"\b(?:order|invoice|isbn|issn|tracking|ref|reference|ticket|case|po|sku|serial|part|"
     r"item|booking|confirmation|receipt|policy|claim|patent|model|version|build{extra})"
-    r"\s*(?:#|no\.?|number|nr\.?|id|code)?\s*(?:is|was)?\s*[:#=]?\s*$"
+    r"\s*+(?:#|no\.?|number|nr\.?|id|code)?\s*+(?:is|was)?\s*+[:#=]?\s*+$"
 )
 _NOT_A_PHONE = re.compile(_LABELLED_OTHERWISE.format(extra="|account|acct"), re.I)
 _NOT_A_CARD = re.compile(_LABELLED_OTHERWISE.format(extra=""), re.I)
@@ -295,6 +298,8 @@ def _ipv6s(text: str) -> Iterator[tuple[int, int]]:
     for m in _IPV6.finditer(text):
         start, end = m.start(), m.end()
         candidate = m.group(0)
+        if candidate.count(":") < 2:
+            continue
         if candidate.startswith("["):
             candidate, start = candidate[1:], start + 1
         if candidate.endswith("]"):

@@ -39,7 +39,7 @@ import pytest
 C: Any = importlib.import_module("re._constants")
 sre: Any = importlib.import_module("re._parser")
 
-PACKAGES = ("monitor.extraction", "monitor.spans", "monitor.processors.trace")
+PACKAGES = ("monitor.extraction", "monitor.spans", "monitor.processors.trace", "monitor.records")
 BOUNDED = 64  # a repeat of at most this many characters costs a constant factor
 _SEARCHING = frozenset({"search", "findall", "finditer", "sub", "subn", "split"})
 _REPEATS = (C.MAX_REPEAT, C.MIN_REPEAT)

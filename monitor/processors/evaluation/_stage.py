@@ -26,8 +26,11 @@ sinks run from before it starts until after it stops (`monitor.service`).
 
 An item's `on_done` is called once it is finished — its records evaluated or deliberately
 skipped (a trace that gives none: at once) and, for sinks that persist results, their
-results written (True) — or once it is abandoned at the shutdown deadline, its results
-could not be persisted, or it failed here twice (False). The Kafka receiver commits
+results written (True) — or once it is abandoned at the shutdown deadline (a trace not
+extracted in time), its results could not be persisted, or it failed here twice (False).
+What the shutdown deadline leaves unevaluated is written unevaluated, not abandoned
+(`_write_unevaluated`: marked `not_evaluated`, error results, counted in
+`records_not_evaluated_total`); it is then finished like any other. The Kafka receiver commits
 offsets on it. A failure costs one item: a batch that fails is tried again item by item,
 and a sink that fails on a record's results loses that record alone
 (`dropped_total{stage="evaluate"}`, reasons `internal_error` and `sink_error`). Sinks that
