@@ -66,6 +66,11 @@ def list_items(size: int) -> str:
     return _repeat("- item text\n", size)
 
 
+def continued_items(size: int) -> str:
+    """Two list items, the second continued over many lines."""
+    return "- first\n- second\n" + _repeat("  more of it\n", size)
+
+
 def mixed_cjk(size: int) -> str:
     """Chinese and Latin sections, Chinese full-width punctuation, list items."""
     unit = "## 文档 kb/退货.md\n退货政策：三十天内可退。\n- 条目一，说明。\n1. 第二项：见上。\n"
@@ -96,6 +101,7 @@ SHAPES: dict[str, Callable[[int], str]] = {
     "full_width": full_width,
     "huge_line": huge_line,
     "list_items": list_items,
+    "continued_items": continued_items,
     "mixed_cjk": mixed_cjk,
     "tags_unclosed": tags_unclosed,
     "close_tag_spaces": close_tag_spaces,

@@ -259,19 +259,22 @@ def list_items(lines: list[str]) -> list[tuple[list[str], str]] | None:
     """A block's list items (each item's lines, and its text without the marker,
     continuation lines joined), when every line of it is an item or continues one and it
     has two items at least; else None."""
-    items: list[tuple[list[str], str]] = []
+    # Each item's lines and its text's parts, joined once at the end (joining at each
+    # continuation line would copy the item again for every line).
+    items: list[tuple[list[str], list[str]]] = []
     for line in lines:
         if not line.strip():
             continue
         item = _list_item(line)
         if item is not None:
-            items.append(([line], item))
+            items.append(([line], [item]))
         elif items and line[:1].isspace():
-            raw, text = items[-1]
-            items[-1] = ([*raw, line], f"{text} {line.strip()}")
+            raw, parts = items[-1]
+            raw.append(line)
+            parts.append(line.strip())
         else:
             return None
-    return items if len(items) > 1 else None
+    return [(raw, " ".join(parts)) for raw, parts in items] if len(items) > 1 else None
 
 
 def _list_item(line: str) -> str | None:

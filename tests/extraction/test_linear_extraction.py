@@ -31,7 +31,14 @@ SIZE = 6_000  # characters; the larger size is four times this
 LINEAR = 4 * 1.3
 # Shapes whose cost is in Python's lines: many short lines (those that are one long run of
 # a character cost the pattern engine's steps, which the pattern test bounds).
-COUNTED = ("many_headings", "deep_nesting", "list_items", "mixed_cjk", "huge_line")
+COUNTED = (
+    "many_headings",
+    "deep_nesting",
+    "list_items",
+    "continued_items",
+    "mixed_cjk",
+    "huge_line",
+)
 
 LAYOUTS: dict[str, Callable[[str], object]] = {
     "prompt": lambda text: documents_from_prompt(
