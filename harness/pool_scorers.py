@@ -11,12 +11,15 @@ scores 1.0 at once.
 
 `scripted_extraction` also scripts the workers' trace extraction: a span named
 `hang:<path>` makes it create <path> and never return; `hang-once:<path>` does so only
-while <path> does not exist yet (the next worker given the trace extracts it).
+while <path> does not exist yet (the next worker given the trace extracts it); `spin`
+makes it run Python code for ever, and `backtrack` a regular expression that backtracks
+for ever (both as an extraction that passes its budget would).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -73,6 +76,11 @@ def scripted_extraction(spec: EvaluatorConfig) -> ScriptedScorer:
         address: str | None = None,
     ) -> TraceRecords | Unreadable:
         for span in spans:
+            if span.name == "spin":
+                while True:
+                    pass
+            if span.name == "backtrack":
+                re.match(r"(a+)+$", "a" * 64 + "b")
             once = span.name.startswith("hang-once:")
             if span.name.startswith("hang:") or once:
                 path = Path(span.name.partition(":")[2])
@@ -92,13 +100,14 @@ def pool(
     deadline_s: float,
     telemetry: Telemetry,
     factory: ScorerFactory = scripted_scorer,
+    settings: Settings | None = None,
 ) -> ProcessPool:
     """A pool whose workers can score `specs` (built by `factory`) and extract traces."""
     return ProcessPool(
         processes,
         deadline_s,
         telemetry,
-        initializer=worker_initializer(specs, Settings(), factory),
+        initializer=worker_initializer(specs, settings or Settings(), factory),
         role="evaluation worker process",
     )
 

@@ -384,6 +384,7 @@ def _evaluation_stage(
         verdicts=config.external_verdicts.enabled,
         vocabularies=vocabularies_from_config(config.external_verdicts.vocabularies),
         verdict_threshold=config.external_verdicts.threshold,
+        extraction_budget_s=pipeline.extraction_timeout_s,
     )
     pool = (
         ProcessPool(

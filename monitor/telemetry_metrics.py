@@ -196,6 +196,11 @@ _ROWS = (
     ),
     gauge("queue_depth", "stage", "Items waiting in a pipeline stage."),
     counter("dropped", "stage reason", "Items dropped, by stage and reason."),
+    counter(
+        "records_not_evaluated",
+        "reason",
+        "Records written to the sinks unevaluated (marked not_evaluated, an error result per evaluator that sampled them), by reason: shutdown_deadline.",
+    ),
     gauge("worker_processes", "", "Evaluation worker processes running."),
     gauge(
         "worker_processes_busy",

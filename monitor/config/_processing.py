@@ -101,7 +101,8 @@ class Pipeline(Section):
     evaluation_timeout_s: Annotated[
         Seconds, at_least(1.0, "a local scoring batch or a judge call needs longer")
     ] = 60.0
-    # Added to a batch's deadline when its task extracts sampled traces' records.
+    # One sampled trace's extraction budget (a worker sets a trace past it aside); a
+    # batch's deadline adds it for each trace its task extracts.
     extraction_timeout_s: Annotated[
         Seconds, at_least(1.0, "extracting a batch of large traces needs longer")
     ] = 10.0

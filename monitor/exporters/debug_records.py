@@ -27,7 +27,7 @@ them within `KIND_BYTES`; string attribute values are redacted as the text is.
 language: {script, not_scored_by, reason}, conventions, conversation, sender, query, history, context: [{doc_uri, content}], response}], "no_record": [{time, source,
 trace_id, service, spans, reason}], "traces": [{trace_id, spans, spans_left_out}],
 "left_out": {"extracted", "no_record", "traces"}}`. Reasons:
-`unsampled`, `not_rag`, `extract_failed`, `bad_protobuf`.
+`unsampled`, `not_rag`, `extract_failed`, `extract_timeout`, `bad_protobuf`.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from monitor.component import Evaluated
 from monitor.config import ConfigError
 from monitor.exporters._sending import DropReason, RetryableError, SendingQueue
 from monitor.exporters.extracted import Redact, extracted_text, shown_results
-from monitor.records import RagRecord, sender
+from monitor.records import NOT_EVALUATED, RagRecord, sender
 from monitor.records.fingerprint import request_fingerprint
 from monitor.records.where import Where
 from monitor.results import EvalResult, Results
@@ -89,6 +89,10 @@ def results_line(
         "dimensions": Where.of(record).line(),
         "results": {name: result.as_json() for name, result in results.items()},
     }
+    not_evaluated = record.metadata.get(NOT_EVALUATED)
+    if not_evaluated:
+        # Written unevaluated (the shutdown deadline passed first): its results are errors.
+        line["not_evaluated"] = not_evaluated
     if previous:
         # Apart from `results`, so that a reader of the current verdicts never counts an
         # old revision's among them; `backtest` pairs each with its evaluator's result.

@@ -21,7 +21,8 @@ from monitor.spans import DecodeError, Span
 class Unreadable:
     """Why a sampled trace gave no records although it may be a RAG trace: `bad_protobuf`
     (an attribute value that is not valid protobuf, found when first read) or
-    `extract_failed` (building a record failed, or the process extracting it was lost).
+    `extract_failed` (building a record failed, or the process extracting it was lost),
+    or `extract_timeout` (its extraction passed its budget: `pipeline.extraction_timeout_s`).
     `reason` is a `records_rejected_total` label."""
 
     reason: str

@@ -40,23 +40,27 @@ _MAX_JSON_DEPTH = 2  # objects inside the message looked into for arrays
 _QUESTION_WORDS = frozenset({"question", "query", "ask", "input", "q", "prompt", "questions"})
 _HISTORY_WORDS = frozenset({"history", "messages", "conversation", "turns", "memory"})
 
-_HEADING_LINE = re.compile(r"\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
-# Headings that name a part of the template, never a document.
+# Headings that name a part of the template, never a document; read on the heading with
+# its whitespace runs made one space and a closing colon dropped (`_heading_words`), so that
+# no two quantifiers of the pattern can share a character.
 _TEMPLATE_HEADING = re.compile(
-    r"\s*(?:(?:the|your|system|user|output|answer|response)\s+)?"
+    r"(?:(?:the|your|system|user|output|answer|response) )?"
     r"(?:role|persona|identity|instructions?|rules?|guidelines?|guidance|constraints?|"
     r"task|objective|goal|style|tone|format|formatting|output|policy|policies|notes?|"
     r"examples?|question|query|answer|response|conversation|history|chat history|"
-    r"system|behaviou?r|steps?|requirements?)\s*:?\s*",
+    r"system|behaviou?r|steps?|requirements?)",
     re.IGNORECASE,
 )
 # Headings that name the place of the context: their section holds unnamed documents.
 _CONTEXT_HEADING = re.compile(
-    r"\s*(?:(?:the|retrieved|relevant|reference|provided|supporting|search)\s+)?"
+    r"(?:(?:the|retrieved|relevant|reference|provided|supporting|search) )?"
     r"(?:context|contexts|documents?|docs|knowledge(?: base)?|kb|sources?|passages?|"
-    r"excerpts?|snippets?|results?|information|facts|references?)\s*:?\s*",
+    r"excerpts?|snippets?|results?|information|facts|references?)",
     re.IGNORECASE,
 )
+# A list item's marker: one of these, or one to three digits and one of `_NUMBER_ENDS`.
+_BULLETS = frozenset("-*+\u2022")
+_NUMBER_ENDS = frozenset(".)")
 
 
 def json_question(text: str) -> str | None:
@@ -179,16 +183,52 @@ def has_headings(lines: list[str]) -> bool:
     return any(heading for _, heading in _headings(lines))
 
 
-def _headings(lines: list[str]) -> list[tuple[str, re.Match[str] | None]]:
+@dataclass(frozen=True, slots=True)
+class _Heading:
+    level: int  # how many `#`
+    text: str  # without the `#`s, closing ones included, and the whitespace around
+
+
+def _headings(lines: list[str]) -> list[tuple[str, _Heading | None]]:
     """Each line with its Markdown heading, if it is one: a `#` line inside a code fence
     (a comment in a code sample) is none."""
     fenced = False
-    out: list[tuple[str, re.Match[str] | None]] = []
+    out: list[tuple[str, _Heading | None]] = []
     for line in lines:
         if line.lstrip().startswith("```"):
             fenced = not fenced
-        out.append((line, None if fenced else _HEADING_LINE.match(line)))
+        out.append((line, None if fenced else _heading(line)))
     return out
+
+
+def _heading(line: str) -> _Heading | None:
+    """The line as a Markdown heading: up to three whitespace characters, one to six `#`,
+    whitespace, the text; `#`s closing it are left out. Read by scanning the line once
+    (a pattern's quantifiers over the whitespace around the text would backtrack)."""
+    start = _indent(line)
+    if start is None or not line.startswith("#", start):
+        return None
+    end = start
+    while end < len(line) and line[end] == "#":
+        end += 1
+    if end - start > 6 or end == len(line) or not line[end].isspace():
+        return None
+    return _Heading(end - start, line[end:].strip().rstrip("#").rstrip())
+
+
+def _indent(line: str) -> int | None:
+    """Where a line's text starts after up to three whitespace characters (None: more)."""
+    for i, char in enumerate(line[:4]):
+        if not char.isspace():
+            return i
+    return None if len(line) >= 4 else len(line)
+
+
+def _heading_words(heading: str) -> str:
+    """A heading as `_TEMPLATE_HEADING` and `_CONTEXT_HEADING` read it: its words one space
+    apart, a closing colon left out."""
+    words = " ".join(heading.split())
+    return words[:-1].rstrip() if words.endswith(":") else words
 
 
 def heading_documents(
@@ -200,22 +240,27 @@ def heading_documents(
     docstring); `instruction` tells a block that reads as one, `unnamed` splits a context
     section's text."""
     sections: list[_Section] = []
+    # The sections still open, their levels rising: the last one of a lower level than a
+    # new heading is its parent (each section goes on and off it once).
+    open_sections: list[_Section] = []
     for line, heading in _headings(lines):
         if heading is not None:
-            level = len(heading.group(1))
-            for earlier in reversed(sections):
-                if earlier.level < level:
-                    earlier.parent = True
-                    break
-            sections.append(_Section(level, heading.group(2).strip(), []))
+            while open_sections and open_sections[-1].level >= heading.level:
+                open_sections.pop()
+            if open_sections:
+                open_sections[-1].parent = True
+            section = _Section(heading.level, heading.text, [])
+            sections.append(section)
+            open_sections.append(section)
         elif sections:
             sections[-1].lines.append(line)
     docs: list[Doc] = []
     for section in sections:
         body = [line for line in section.lines if line.strip()]
-        if section.parent or not body or _TEMPLATE_HEADING.fullmatch(section.heading):
+        words = _heading_words(section.heading)
+        if section.parent or not body or _TEMPLATE_HEADING.fullmatch(words):
             continue  # a wrapper, or the template's part
-        if _CONTEXT_HEADING.fullmatch(section.heading):
+        if _CONTEXT_HEADING.fullmatch(words):
             docs += unnamed(section.lines)
             continue
         content = "\n".join(body).strip()

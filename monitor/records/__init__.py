@@ -108,6 +108,9 @@ USER_ID = "user.id"
 # the detector runs when alert rules are configured; a record given as a record may bring
 # its own.
 TOPIC = "topic"
+# `metadata` key: why the record's sampled evaluators never ran (`shutdown_deadline`: the
+# monitor stopped first); its results are errors saying so, never a verdict.
+NOT_EVALUATED = "not_evaluated"
 
 
 class RagRecord(BaseModel):

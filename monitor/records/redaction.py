@@ -48,23 +48,31 @@ IBAN_LENGTHS = {
     "TL": 23, "TN": 24, "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20, "YE": 30,
 }  # fmt: skip
 
-_EMAIL = re.compile(
-    r"(?<![\w.+\-])[A-Za-z0-9][A-Za-z0-9._%+'\-]*@"
-    r"(?:[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![\w\-])"
-)
+# An email address is found from its `@` (`_emails`): its local part is the run of
+# `_LOCAL` characters before it, from the first letter or digit where one may start (not
+# after a word character, `.`, `+` or `-`: `_NOT_BEFORE`), its domain `_DOMAIN` after it.
+# A pattern for the whole address was searched again from each `'` or `%` of a long local
+# part, a quadratic cost in a run of them.
+_LOCAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+'-")
+_ALNUM = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+_NOT_BEFORE = re.compile(r"[\w.+\-]")
+_DOMAIN = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9\-]*[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![\w\-])")
 _CARD = re.compile(r"(?<![\w\-.])\d(?:[ \-]?\d){12,18}(?![\w\-]|\.\d)")
 _IBAN_START = re.compile(r"(?<![A-Za-z0-9])([A-Za-z]{2})(\d{2})(?=[ \-]?[A-Za-z0-9])")
 _SSN = re.compile(r"(?<![\w\-])(\d{3})([\- ])(\d{2})\2(\d{4})(?![\w\-]|\.\d)")
 _SSN_BARE = re.compile(
-    r"\b(?:SSN|SS#|social security(?: number| no\.?)?)\s*(?:is|:|#|no\.?)?\s*(\d{9})\b", re.I
+    r"\b(?:SSN|SS#|social security(?: number| no\.?)?)\s*+(?:is|:|#|no\.?)?\s*+(\d{9})\b", re.I
 )
 _IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d)")
-_IPV6 = re.compile(r"(?<![\w:.%])\[?[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*(?:%\w+)?\]?")
+# A whole run of hex digits, colons and dots (two colons at least: `_ipv6s` checks), each
+# run read once: three quantifiers over those characters, colons between, took a run of
+# colons apart every way.
+_IPV6 = re.compile(r"(?<![\w:.%])\[?[0-9A-Fa-f:.]++(?:%\w++)?\]?")
 # Words that label a number as something other than a phone or card number.
 _LABELLED_OTHERWISE = (
     r"\b(?:order|invoice|isbn|issn|tracking|ref|reference|ticket|case|po|sku|serial|part|"
     r"item|booking|confirmation|receipt|policy|claim|patent|model|version|build{extra})"
-    r"\s*(?:#|no\.?|number|nr\.?|id|code)?\s*(?:is|was)?\s*[:#=]?\s*$"
+    r"\s*+(?:#|no\.?|number|nr\.?|id|code)?\s*+(?:is|was)?\s*+[:#=]?\s*+$"
 )
 _NOT_A_PHONE = re.compile(_LABELLED_OTHERWISE.format(extra="|account|acct"), re.I)
 _NOT_A_CARD = re.compile(_LABELLED_OTHERWISE.format(extra=""), re.I)
@@ -228,10 +236,36 @@ class Redactor:
 
 
 def _emails(text: str) -> Iterator[tuple[int, int]]:
-    if "@" not in text:
-        return
-    for m in _EMAIL.finditer(text):
-        yield m.start(), m.end()
+    """Each address, leftmost first, none overlapping: each `@`'s local part is read back
+    to the previous `@` or address at most, so every character is read a bounded number
+    of times."""
+    end = 0  # where the last address ended (the next starts there at the earliest)
+    at = text.find("@")
+    while at >= 0:
+        floor = end
+        start = at
+        while start > floor and text[start - 1] in _LOCAL:
+            start -= 1
+        first = next((i for i in range(start, at) if _may_start(text, i, start)), None)
+        domain = _DOMAIN.match(text, at + 1) if first is not None else None
+        if first is not None and domain is not None:
+            yield first, domain.end()
+            end = domain.end()
+            at = text.find("@", end)
+        else:
+            end = max(end, at + 1)
+            at = text.find("@", at + 1)
+
+
+def _may_start(text: str, i: int, run_start: int) -> bool:
+    """Whether an address's local part may start at `i` of a run of `_LOCAL` characters
+    starting at `run_start`."""
+    if text[i] not in _ALNUM:
+        return False
+    if i == 0:
+        return True
+    before = text[i - 1]
+    return before in "'%" if i > run_start else _NOT_BEFORE.match(before) is None
 
 
 def _cards(text: str) -> Iterator[tuple[int, int]]:
@@ -295,6 +329,8 @@ def _ipv6s(text: str) -> Iterator[tuple[int, int]]:
     for m in _IPV6.finditer(text):
         start, end = m.start(), m.end()
         candidate = m.group(0)
+        if candidate.count(":") < 2:
+            continue
         if candidate.startswith("["):
             candidate, start = candidate[1:], start + 1
         if candidate.endswith("]"):

@@ -23,7 +23,7 @@ from monitor.processors.evaluation import EvaluationStage
 from monitor.processors.evaluation import _queue as queue_module
 from monitor.processors.evaluation._task import Job, Outcome
 from monitor.receivers.replay_summary import SummarySink
-from monitor.records import Part, RagRecord
+from monitor.records import NOT_EVALUATED, Part, RagRecord
 from monitor.results import EvalResult
 from monitor.spans import Span
 from monitor.telemetry import Telemetry
@@ -268,18 +268,111 @@ async def test_escalation_runs_judge_only_inside_band(telemetry: Telemetry) -> N
     )
 
 
-async def test_shutdown_deadline_abandons_and_counts(telemetry: Telemetry) -> None:
+class CollectingSink:
+    """Every record's results the stage hands on, persisted at once."""
+
+    def __init__(self) -> None:
+        self.got: list[Evaluated] = []
+
+    async def start(self) -> None:
+        return None
+
+    def emit(self, batch: Sequence[Evaluated]) -> None:
+        self.got.extend(batch)
+
+    async def shutdown(self, deadline_s: float) -> None:
+        return None
+
+
+async def test_shutdown_deadline_writes_what_it_left_unevaluated(telemetry: Telemetry) -> None:
+    # A scripted slow evaluator holds the first record past the deadline, the others wait
+    # behind it: none is evaluated, and none is lost: each goes to the sinks unevaluated.
     stuck = ScriptedEvaluator("stuck", delay=30)
-    stage, _ = _stage(telemetry, [stuck], workers=1, timeout=60)
+    collected = CollectingSink()
+    stage, _ = _stage(telemetry, [stuck], workers=1, timeout=60, extra_sinks=(collected,))
     await stage.start()
     done: list[tuple[int, bool]] = []
     for i in range(3):
         await _put(stage, _rec(i), on_done=partial(_record_done, done, i))
     await stage.shutdown(0.2)
-    abandoned = stage.abandoned
-    # Abandoned records are told so (a Kafka offset is then not committed).
-    assert abandoned == 3 and sorted(done) == [(0, False), (1, False), (2, False)]
-    assert _value(telemetry, "dropped_total", stage="evaluate", reason="shutdown_deadline") == 3
+    # Written, so finished (a Kafka offset is then committed), and counted as such.
+    assert stage.abandoned == 0 and sorted(done) == [(0, True), (1, True), (2, True)]
+    assert _value(telemetry, "records_not_evaluated_total", reason="shutdown_deadline") == 3
+    assert _value(telemetry, "dropped_total", stage="evaluate", reason="shutdown_deadline") == 0
+    assert sorted(e.record.request_id for e in collected.got) == ["r0", "r1", "r2"]
+    for evaluated in collected.got:
+        assert evaluated.record.metadata[NOT_EVALUATED] == "shutdown_deadline"
+        assert set(evaluated.results) == _ALL
+        assert {r.outcome for r in evaluated.results.values()} == {"error"}
+
+
+def _trace(i: int) -> SampledTrace:
+    spans = [
+        Span(f"{i:032x}", "1" * 16, "", "ask", 1, 2, attributes={
+            "rag.query": f"问题 {i}？", "rag.response": "答案。", "rag.context": "文档：内容。",
+            "service.name": "svc",
+        })
+    ]  # fmt: skip
+    return SampledTrace(spans, "test", _ALL, lambda _: None)
+
+
+async def test_shutdown_deadline_extracts_traces_it_left_and_writes_them_unevaluated(
+    telemetry: Telemetry,
+) -> None:
+    collected = CollectingSink()
+    stage, _ = _stage(telemetry, [ScriptedEvaluator("stuck", delay=30)], workers=1,
+                      timeout=60, extra_sinks=(collected,))  # fmt: skip
+    await stage.start()
+    told: list[object] = []
+    done: list[tuple[int, bool]] = []
+    for i in range(3):
+        trace = _trace(i)
+        trace.on_extracted = told.append
+        trace.on_done = partial(_record_done, done, i)
+        assert await stage.put_many([trace]) == 1
+    await stage.shutdown(0.4)
+    # Each trace told once what it gave (the one in work already was, by its task).
+    assert len(told) == 3
+    assert sorted(done) == [(0, True), (1, True), (2, True)] and stage.abandoned == 0
+    assert sorted(e.record.query or "" for e in collected.got) == [
+        "问题 0？",
+        "问题 1？",
+        "问题 2？",
+    ]
+    assert all(e.record.metadata[NOT_EVALUATED] == "shutdown_deadline" for e in collected.got)
+    assert _value(telemetry, "records_not_evaluated_total", reason="shutdown_deadline") == 3
+
+
+async def test_a_trace_not_extracted_within_the_deadline_is_the_only_one_given_up(
+    telemetry: Telemetry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from monitor.processors.evaluation._task import extracted as real
+
+    release = threading.Event()
+
+    def slow_on_one(job: Job, settings: object) -> object:
+        if job.spans[0].trace_id == f"{1:032x}":
+            release.wait()  # a scripted extraction that outlasts the deadline
+        return real(job, settings)  # type: ignore[arg-type]
+
+    monkeypatch.setattr("monitor.processors.evaluation._stage.extracted", slow_on_one)
+    stage, _ = _stage(telemetry, [ScriptedEvaluator("stuck", delay=30)], workers=1, timeout=60)
+    await stage.start()
+    done: list[tuple[int, bool]] = []
+    record = SampledRecord(_rec(9), "test", _ALL, partial(_record_done, done, 9))
+    traces = [_trace(i) for i in range(1, 3)]
+    for i, trace in enumerate(traces, start=1):
+        trace.on_done = partial(_record_done, done, i)
+    assert await stage.put_many([record, *traces]) == 3
+    try:
+        await stage.shutdown(0.4)
+    finally:
+        release.set()
+    # The record and nothing queued after the slow trace could be written; the slow one
+    # and the one behind it in the same extraction are given up, counted.
+    assert (9, True) in done and (1, False) in done
+    dropped = _value(telemetry, "dropped_total", stage="evaluate", reason="shutdown_deadline")
+    assert dropped == stage.abandoned == sum(not ok for _, ok in done)
 
 
 async def test_route_label_is_capped(telemetry: Telemetry) -> None:
@@ -500,12 +593,13 @@ async def test_shutdown_deadline_keeps_records_whose_results_wait_for_a_write(
     for i in range(3):
         await _put(stage, _rec(i), on_done=partial(_record_done, done, i))
     await wait_until_async(lambda: len(sink.held) == 2, 30, "two results waiting for their write")
-    abandoned = 1 if written_on_close else 3
+    # The stuck record is written unevaluated: whether any is abandoned is the writes' say.
+    abandoned = 0 if written_on_close else 3
     await stage.shutdown(0.1)
     await sink.shutdown(0.1)
     await stage.settle_writes()
     assert stage.abandoned == abandoned
-    assert sorted(done) == [(0, written_on_close), (1, written_on_close), (2, False)]
+    assert sorted(done) == [(0, written_on_close), (1, written_on_close), (2, written_on_close)]
     dropped = _value(telemetry, "dropped_total", stage="evaluate", reason="shutdown_deadline")
     assert dropped == abandoned
 

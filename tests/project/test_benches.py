@@ -70,6 +70,7 @@ CASES = (
     Case("detector_ablation.py", ("{data}",)),
     Case("detector_compare.py", ("--data-dir", "{data_dir}", "--halueval", "{data_dir}")),
     Case("detector_quality.py", ("{data}",), r"AUROC[\s\S]*^speed: [\s\S]*^memory: "),
+    Case("extraction_linear.py"),
     Case("fuzz_long.py", ("--out", "{tmp}/fuzz"), r"^target +execs +slowest +findings$"),
     Case("hostile_records_rss.py"),
     Case("ingest.py", (), r"^reference +raw protobuf parse[\s\S]*^otlp_http +accepted"),

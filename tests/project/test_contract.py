@@ -510,11 +510,14 @@ def test_every_command_says_what_it_does_in_its_help() -> None:
 
 def test_the_results_file_fields_are_the_documented_ones() -> None:
     from monitor.exporters.results_file import results_line
-    from monitor.records import CONTEXT_SOURCES, RagRecord
+    from monitor.records import CONTEXT_SOURCES, NOT_EVALUATED, RagRecord
     from monitor.results import EvalResult
 
     previous = {"e": EvalResult("e", passed=True, revision="old")}
-    line = results_line(RagRecord(request_id="r"), {}, text=True, previous=previous)
+    # Every optional field present: a record written unevaluated, its text, a previous
+    # revision's verdict.
+    record = RagRecord(request_id="r", metadata={NOT_EVALUATED: "shutdown_deadline"})
+    line = results_line(record, {}, text=True, previous=previous)
     documented = {
         name.split(".")[0] for row in _rows(_section("Results file")) for name in _ticked(row[0])
     }

@@ -2,7 +2,9 @@
 threads do: an extraction or a scoring step that spins for ever (a scripted fault,
 `harness/hangs.py`), in a worker process or, with `pipeline.processes: 0`, in a thread of
 the monitor's own. What was accepted is either written or counted as abandoned in the
-stopping line; nothing is lost silently."""
+stopping line; nothing is lost silently. A record whose scoring hangs is written
+unevaluated (`metadata.not_evaluated`); a trace whose extraction hangs is tried once more
+in the monitor's process within what is left of the deadline, and given up (counted)."""
 
 from __future__ import annotations
 
@@ -62,11 +64,21 @@ def test_sigterm_ends_the_process_while_a_step_hangs(
         assert code == 0, log[-4000:]
         stopped = STOPPED.search(log)
         assert stopped is not None, log[-4000:]
-        written = {line["trace_id"] for line in monitor.results_lines()}
+        lines = {line["trace_id"]: line for line in monitor.results_lines()}
+        written = set(lines)
         assert want <= written
-        assert hung.hex() not in written
+        if step == SCORING:
+            # Its record, extracted, is written unevaluated, marked so.
+            assert hung.hex() in lines, log[-4000:]
+            line = lines[hung.hex()]
+            assert line["not_evaluated"] == "shutdown_deadline", line
+            assert line["results"] and all(
+                r["error"] and r["passed"] is None for r in line["results"].values()
+            ), line
+        else:
+            assert hung.hex() not in written
         # Every trace sent after the first three is written or counted as abandoned.
-        unwritten = 1 + sum(t.trace_id.hex() not in written for t in after)
+        unwritten = (step == EXTRACTION) + sum(t.trace_id.hex() not in written for t in after)
         assert int(stopped[2]) >= unwritten, log[-4000:]
         # No process of the monitor's outlives it (a worker spinning in the hang).
         wait_until(

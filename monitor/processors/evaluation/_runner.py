@@ -1,8 +1,12 @@
 """Where a batch's task runs (`_task.py`) and what a failure leaves of it.
 
-With worker processes (`pipeline.processes`), the task goes to the pool under one deadline:
-`pipeline.evaluation_timeout_s`, plus `pipeline.extraction_timeout_s` when it extracts
-traces (a worker past it is killed and replaced by the pool). A task whose worker is lost
+With worker processes (`pipeline.processes`), each trace's extraction in the worker has a
+budget of its own, `pipeline.extraction_timeout_s` (`_task.extraction_budget`): a trace
+past it is set aside alone (`Unreadable("extract_timeout")`, counted and logged by the
+trace stage with its service and trace id) and the worker goes on with its batch-mates.
+The task goes to the pool under one deadline, a backstop for what no alarm interrupts:
+`pipeline.evaluation_timeout_s`, plus `pipeline.extraction_timeout_s` for each trace it
+extracts (a worker past it is killed and replaced by the pool). A task whose worker is lost
 goes again one job per task, to other workers, once: the trace or record that crashed or
 hung the worker then costs only itself. A job lost a second time: a record's scorers give
 error results (never a pass, never a defect); a trace is extracted once more without
@@ -11,7 +15,8 @@ counts as `extract_failed` if the extraction was.
 
 Without worker processes, the task runs in a thread of its own under the same deadline
 (`monitor.shared.own_thread`: never the loop's default executor, which a hung task would
-otherwise starve); past it, what was done is kept and the rest fails the same way.
+otherwise starve); past it, what was done is kept and the rest fails the same way. A
+thread takes no signal, so there a trace's extraction has no budget of its own.
 """
 
 from __future__ import annotations
@@ -73,8 +78,10 @@ class TaskRunner:
         return await self._in_thread(jobs)
 
     def _deadline(self, jobs: Sequence[Job]) -> float:
-        extracts = any(job.record is None for job in jobs)
-        return self._evaluation_timeout + (self._extraction_timeout if extracts else 0.0)
+        # Each trace's extraction has a budget of its own (`Settings.extraction_budget_s`,
+        # enforced in the worker): the batch's deadline leaves room for every one of them.
+        traces = sum(job.record is None for job in jobs)
+        return self._evaluation_timeout + self._extraction_timeout * traces
 
     # -- in the pool ----------------------------------------------------------------------
 

@@ -26,8 +26,11 @@ sinks run from before it starts until after it stops (`monitor.service`).
 
 An item's `on_done` is called once it is finished — its records evaluated or deliberately
 skipped (a trace that gives none: at once) and, for sinks that persist results, their
-results written (True) — or once it is abandoned at the shutdown deadline, its results
-could not be persisted, or it failed here twice (False). The Kafka receiver commits
+results written (True) — or once it is abandoned at the shutdown deadline (a trace not
+extracted in time), its results could not be persisted, or it failed here twice (False).
+What the shutdown deadline leaves unevaluated is written unevaluated, not abandoned
+(`_write_unevaluated`: marked `not_evaluated`, error results, counted in
+`records_not_evaluated_total`); it is then finished like any other. The Kafka receiver commits
 offsets on it. A failure costs one item: a batch that fails is tried again item by item,
 and a sink that fails on a record's results loses that record alone
 (`dropped_total{stage="evaluate"}`, reasons `internal_error` and `sink_error`). Sinks that
@@ -38,14 +41,17 @@ before taking more (a results file on a full disk stops intake instead of being 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
-from monitor.component import Evaluated, ResultSink, SampledRecord
+from monitor.component import Evaluated, ResultSink, SampledRecord, SampledTrace
 from monitor.config import EvaluatorConfig, ExternalVerdicts
 from monitor.evaluators.base import CpuScorer, Evaluator
+from monitor.extraction import TraceRecords, Unreadable
 from monitor.pool import ProcessPool
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation._evaluators import BatchEvaluator
@@ -54,8 +60,16 @@ from monitor.processors.evaluation._flights import BatchTasks, describe
 from monitor.processors.evaluation._previous import PreviousScorer
 from monitor.processors.evaluation._queue import Item, WorkQueue
 from monitor.processors.evaluation._runner import TaskRunner
-from monitor.processors.evaluation._task import Settings
-from monitor.records import RagRecord
+from monitor.processors.evaluation._task import (
+    EXTRACT_TIMEOUT,
+    Job,
+    OverBudget,
+    Settings,
+    extracted,
+    extraction_budget,
+)
+from monitor.records import NOT_EVALUATED, RagRecord
+from monitor.results import EvalResult
 from monitor.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -64,6 +78,11 @@ log = logging.getLogger(__name__)
 # well inside the evaluation deadline and other workers get a share of a burst.
 _MAX_BATCH = 16
 _POOL_GRACE_S = 5.0
+# The share of the shutdown deadline (and at most the seconds) kept to write, unevaluated,
+# what the drain did not finish: records are handed to the sinks at once, traces are
+# extracted first.
+_UNEVALUATED_SHARE = 0.25
+_UNEVALUATED_MAX_S = 5.0
 # How long writes a stopped sink still owes are waited for before they are given up.
 _WRITE_GRACE_S = 5.0
 
@@ -100,6 +119,7 @@ class EvaluationStage:
         revisions, by evaluator (`_previous.py`; a pool's workers must have been given
         those that are CPU scorers), compared with `clock` (seconds since the epoch)."""
         settings = settings or Settings()
+        self._settings = settings  # how what the shutdown deadline leaves is extracted
         previous = dict(previous or {})
         scorers = {ev.name: ev for ev, _ in evaluators if isinstance(ev, CpuScorer)}
         self._runner = TaskRunner(
@@ -148,6 +168,9 @@ class EvaluationStage:
         self._completed = 0
         self._abandoned = 0
         self._stopped = False
+        # Writes of what the shutdown deadline left unevaluated (`_write_unevaluated`).
+        self._unevaluated_writes: list[asyncio.Future[list[bool]]] = []
+        self._unevaluated = telemetry.counter("records_not_evaluated")
 
     @property
     def completed(self) -> int:
@@ -201,37 +224,121 @@ class EvaluationStage:
         self._stopped = True
         started = time.monotonic()
         self._queue.stop()
+        # Kept of the deadline to write what could not be evaluated by then.
+        reserve = min(_UNEVALUATED_MAX_S, deadline_s * _UNEVALUATED_SHARE)
+        drained = True
         try:
-            async with asyncio.timeout(deadline_s):
+            async with asyncio.timeout(deadline_s - reserve):
                 while self._queue or self._queue.in_work:
                     self._idle.clear()
                     await self._idle.wait()
         except TimeoutError:
-            # Items whose results a sink is still persisting are not abandoned: closing
-            # the sinks writes them.
-            in_work = self._queue.in_work.values()
-            unevaluated = [work.item for work in in_work if work.writing is None]
-            left = [*self._queue.clear(), *unevaluated]
-            self._abandoned += len(left)
-            for item in unevaluated:
-                self._queue.done(item)
-            log.warning(
-                "shutdown deadline of %.1fs passed; abandoning %d sampled traces and records",
-                deadline_s,
-                len(left),
-            )
-            self._t.dropped.labels("evaluate", "shutdown_deadline").inc(len(left))
-            for item in left:
-                if item.on_done is not None:
-                    item.on_done(False)
+            drained = False
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks = []
+        if not drained:
+            await self._write_unevaluated(deadline_s, _left(deadline_s, started))
         if self._pool is not None:
-            # The workers are idle unless records were abandoned: either way they get
-            # what is left of the deadline (and at most a few seconds) to exit.
+            # The workers are idle unless items were left: either way they get what is
+            # left of the deadline (and at most a few seconds) to exit.
             await self._pool.shutdown(min(_POOL_GRACE_S, _left(deadline_s, started)))
+
+    async def _write_unevaluated(self, deadline_s: float, left_s: float) -> None:
+        """What the drain left (queued, or in work with no results yet; the workers are
+        stopped) goes to the sinks unevaluated: each record marked `NOT_EVALUATED` with
+        an error result for each evaluator that sampled it, counted in
+        `records_not_evaluated_total`. A trace is extracted here first, within what is
+        left of the deadline; one that is not by then is the only thing given up
+        (`dropped_total{reason="shutdown_deadline"}`; Kafka reads it again)."""
+        told: set[int] = set()
+        left: list[Item] = list(self._queue.clear())
+        for work in list(self._queue.in_work.values()):
+            if work.writing is None:  # those being written are the sinks' to finish
+                left.append(work.item)
+                if work.told:
+                    told.add(id(work.item))
+                self._queue.done(work.item)
+        if not left:
+            return
+        log.warning(
+            "shutdown deadline of %.1fs passed; writing %d sampled traces and records unevaluated",
+            deadline_s,
+            len(left),
+        )
+        traces = [item for item in left if isinstance(item, SampledTrace)]
+        # No question topics: the detector's vectors load in the workers only, and a
+        # record not evaluated feeds no alert rule's attribution.
+        settings = dataclasses.replace(self._settings, topics=False)
+        extractions = _extract_all(traces, settings, time.monotonic() + left_s)
+        given_up: list[Item] = []
+        done: list[Evaluated] = []
+        owners: list[Item] = []
+        for item in left:
+            if isinstance(item, SampledRecord):
+                records = [item.record]
+            elif (extraction := extractions.get(id(item))) is None:
+                given_up.append(item)
+                continue
+            else:
+                if id(item) not in told:
+                    self._told(item, extraction)
+                records = extraction.records if isinstance(extraction, TraceRecords) else []
+            for record in records:
+                done.append(_unevaluated(record, item.sampled))
+                owners.append(item)
+            if not records and item.on_done is not None:
+                item.on_done(True)  # a trace that gives no record is finished at once
+        self._unevaluated.labels("shutdown_deadline").inc(len(done))
+        self._deliver_unevaluated(done, owners)
+        if given_up:
+            self._abandoned += len(given_up)
+            self._t.dropped.labels("evaluate", "shutdown_deadline").inc(len(given_up))
+            log.warning(
+                "shutdown deadline passed before %d sampled traces were extracted; given up: %s",
+                len(given_up),
+                ", ".join(describe(item) for item in given_up[:10]),
+            )
+            for item in given_up:
+                if item.on_done is not None:
+                    item.on_done(False)
+
+    def _told(self, item: SampledTrace, extraction: TraceRecords | Unreadable) -> None:
+        try:
+            item.on_extracted(extraction)
+        except Exception:
+            log.exception("telling the trace stage what %s gave", describe(item))
+
+    def _deliver_unevaluated(self, done: list[Evaluated], owners: list[Item]) -> None:
+        """Every sink gets the unevaluated records; an item is finished once each of its
+        records is written where sinks persist (False: a write failed, it is abandoned)."""
+        writes: dict[int, list[asyncio.Future[bool]]] = {}
+        for sink in self._sinks:
+            for item, written in zip(owners, self._emit(sink, done, owners), strict=True):
+                if written is not None:
+                    writes.setdefault(id(item), []).append(written)
+        finished: set[int] = set()
+        for item in owners:
+            if id(item) in finished:
+                continue
+            finished.add(id(item))
+            owed = writes.get(id(item))
+            if not owed:
+                if item.on_done is not None:
+                    item.on_done(True)
+                continue
+            gathered = asyncio.gather(*owed)
+            self._unevaluated_writes.append(gathered)
+            gathered.add_done_callback(partial(self._unevaluated_written, item))
+
+    def _unevaluated_written(self, item: Item, writes: asyncio.Future[list[bool]]) -> None:
+        ok = _written_ok(writes)
+        if not ok:
+            self._abandoned += 1
+            self._t.dropped.labels("evaluate", "shutdown_deadline").inc()
+        if item.on_done is not None:
+            item.on_done(ok)
 
     async def settle_writes(self, grace_s: float = _WRITE_GRACE_S) -> None:
         """Once the stage and then its sinks stopped: the results the sinks still owed
@@ -239,6 +346,7 @@ class EvaluationStage:
         not within `grace_s` is given up). Items whose results were not written count as
         abandoned."""
         writing = [w.writing for w in self._queue.in_work.values() if w.writing is not None]
+        writing += [w for w in self._unevaluated_writes if not w.done()]
         if not writing:
             return
         _, late = await asyncio.wait(writing, timeout=grace_s)
@@ -372,6 +480,42 @@ class EvaluationStage:
             record.request_id,
             record.service,
         )
+
+
+def _extract_all(
+    traces: list[SampledTrace], settings: Settings, until: float
+) -> dict[int, TraceRecords | Unreadable]:
+    """Each trace's records, by the item's id, extracted until the monotonic time `until`
+    (those after it are left out). Here, on the event loop's thread, so that each
+    extraction is bounded by an alarm (`extraction_budget`): its own budget, or what is
+    left of the deadline when that is less (the loop has nothing else to do by now)."""
+    out: dict[int, TraceRecords | Unreadable] = {}
+    own = settings.extraction_budget_s or math.inf
+    for item in traces:
+        left = until - time.monotonic()
+        if left <= 0:
+            break
+        job = Job((), spans=item.spans, metadata=item.metadata)
+        try:
+            with extraction_budget(min(own, left)):
+                out[id(item)] = extracted(job, settings)
+        except OverBudget:
+            if own <= left:  # its own budget passed: set aside as the workers do
+                why = f"extraction passed its budget of {own:g}s"
+                out[id(item)] = Unreadable(EXTRACT_TIMEOUT, why)
+        except Exception as exc:
+            out[id(item)] = Unreadable("extract_failed", f"cannot build a record: {exc}")
+    return out
+
+
+def _unevaluated(record: RagRecord, sampled: frozenset[str]) -> Evaluated:
+    """The record marked not evaluated, with an error result for each evaluator that
+    sampled it (never a pass, never a defect)."""
+    marked = record.model_copy(
+        update={"metadata": {**record.metadata, NOT_EVALUATED: "shutdown_deadline"}}
+    )
+    error = "not evaluated: the monitor stopped before its shutdown deadline let it"
+    return Evaluated(marked, {name: EvalResult.failed(name, error) for name in sorted(sampled)})
 
 
 def _failed(item: Item, detail: str) -> None:

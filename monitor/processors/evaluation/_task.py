@@ -20,11 +20,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import signal
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
+from types import FrameType
 from typing import Any, TypeVar
 
 from monitor.config import EvaluatorConfig
@@ -172,6 +176,47 @@ class Settings:
     verdicts: bool = True
     vocabularies: tuple[Vocabulary, ...] = ()
     verdict_threshold: float = 0.5
+    # Seconds one trace's extraction may take (`pipeline.extraction_timeout_s`): past them
+    # it is set aside (`EXTRACT_TIMEOUT`) and the batch goes on. Enforced where the task
+    # runs in a process's main thread (a worker process); None: not bounded here.
+    extraction_budget_s: float | None = None
+
+
+EXTRACT_TIMEOUT = "extract_timeout"
+"""The `Unreadable` reason of a trace whose extraction passed its budget."""
+
+
+class OverBudget(BaseException):
+    """Raised into a trace's extraction by the alarm that bounds it: a BaseException, so
+    that no `except Exception` of the extraction takes it for an input's failure."""
+
+
+def _over_budget(_signum: int, _frame: FrameType | None) -> None:
+    raise OverBudget
+
+
+@contextmanager
+def extraction_budget(seconds: float | None) -> Iterator[None]:
+    """Bound what runs inside by `seconds` of wall time (OverBudget past them). Python code
+    and the regular expression engine both stop at the alarm; a C call that checks no
+    signals stops at the pool's deadline instead. Only a process's main thread can take
+    a signal: elsewhere (a worker thread of the ingest process) nothing is bounded."""
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGALRM, _over_budget)
+    # A timer someone else armed (a test runner's timeout) goes on once this one is done.
+    other, interval = signal.getitimer(signal.ITIMER_REAL)
+    started = time.monotonic()
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        if other:
+            left = max(other - (time.monotonic() - started), 1e-3)
+            signal.setitimer(signal.ITIMER_REAL, left, interval)
 
 
 def held_back(record: RagRecord, evaluate_suspect: bool) -> bool:
@@ -212,22 +257,7 @@ def run(
     for job in batch.jobs:
         extraction = None
         if job.record is None:
-            address = job.metadata.get(CLIENT_ADDRESS) if job.metadata else None
-            extraction = extract_within(
-                job.spans, settings.route_attribute, settings.limits, settings.conventions, address
-            )
-            if isinstance(extraction, TraceRecords):
-                if settings.topics:
-                    extraction = _with_topics(extraction)
-                if job.metadata:  # here, not in the ingest process, which pays per record
-                    extraction = _with_metadata(extraction, job.metadata)
-                if settings.verdicts:
-                    extraction = _with_verdicts(extraction, job.spans, settings)
-                for record in extraction.records:
-                    # Here rather than in the ingest process, which reads them for the alert
-                    # rules: the record carries them there (`RagRecord.memo`).
-                    request_fingerprint(record)
-                    Where.of(record)
+            extraction = _extract(job, settings)
         outcomes.append(Outcome(extraction))
     if not batch.score:
         return outcomes
@@ -255,6 +285,38 @@ def run(
                 for record in own
             ]
     return outcomes
+
+
+def _extract(job: Job, settings: Settings) -> TraceRecords | Unreadable:
+    """A trace's records, ready for the ingest process; within its budget, or set aside
+    (`EXTRACT_TIMEOUT`) so that its batch-mates go on."""
+    budget = settings.extraction_budget_s
+    try:
+        with extraction_budget(budget):
+            return extracted(job, settings)
+    except OverBudget:
+        return Unreadable(EXTRACT_TIMEOUT, f"extraction passed its budget of {budget:g}s")
+
+
+def extracted(job: Job, settings: Settings) -> TraceRecords | Unreadable:
+    """A trace job's records as the task gives them, without a budget."""
+    address = job.metadata.get(CLIENT_ADDRESS) if job.metadata else None
+    extraction = extract_within(
+        job.spans, settings.route_attribute, settings.limits, settings.conventions, address
+    )
+    if isinstance(extraction, TraceRecords):
+        if settings.topics:
+            extraction = _with_topics(extraction)
+        if job.metadata:  # here, not in the ingest process, which pays per record
+            extraction = _with_metadata(extraction, job.metadata)
+        if settings.verdicts:
+            extraction = _with_verdicts(extraction, job.spans, settings)
+        for record in extraction.records:
+            # Here rather than in the ingest process, which reads them for the alert
+            # rules: the record carries them there (`RagRecord.memo`).
+            request_fingerprint(record)
+            Where.of(record)
+    return extraction
 
 
 def records_of(job: Job, outcome: Outcome) -> list[RagRecord]:

@@ -331,7 +331,9 @@ class Outcomes:
 
     def unreadable(self, trace: FinishedTrace, service: str, why: Unreadable) -> None:
         self._t.child(self._t.records_rejected, trace.source, why.reason).inc()
-        self.warn.warning(why.reason, "trace %s: %s", trace.trace_id, why.detail)
+        self.warn.warning(
+            why.reason, "trace %s (service %s): %s", trace.trace_id, service, why.detail
+        )
         self.no_record(trace, service, why.reason)
 
     def rejected(self, delivery: Delivery, problems: list[Invalid]) -> None:
