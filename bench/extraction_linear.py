@@ -30,7 +30,7 @@ from monitor.extraction._prompt_documents import (
     _instruction,
     documents_from_prompt,
 )
-from monitor.extraction._prompt_layouts import heading_documents, list_items
+from monitor.extraction._prompt_layouts import heading_documents
 from monitor.extraction._prompt_templates import PromptTemplates
 
 LAYOUTS: dict[str, Callable[[str], object]] = {
@@ -40,7 +40,6 @@ LAYOUTS: dict[str, Callable[[str], object]] = {
     "headings": lambda text: heading_documents(
         text.splitlines(), _instruction, _blank_line_documents
     ),
-    "list_items": lambda text: list_items(text.splitlines()),
 }
 
 

@@ -58,9 +58,6 @@ _CONTEXT_HEADING = re.compile(
     r"excerpts?|snippets?|results?|information|facts|references?)",
     re.IGNORECASE,
 )
-# A list item's marker: one of these, or one to three digits and one of `_NUMBER_ENDS`.
-_BULLETS = frozenset("-*+\u2022")
-_NUMBER_ENDS = frozenset(".)")
 
 
 def json_question(text: str) -> str | None:

@@ -22,7 +22,7 @@ from monitor.extraction._prompt_documents import (
     _instruction,
     documents_from_prompt,
 )
-from monitor.extraction._prompt_layouts import heading_documents, list_items
+from monitor.extraction._prompt_layouts import heading_documents
 from monitor.extraction._prompt_templates import PromptTemplates
 
 SIZE = 6_000  # characters; the larger size is four times this
@@ -47,7 +47,6 @@ LAYOUTS: dict[str, Callable[[str], object]] = {
     "headings": lambda text: heading_documents(
         text.splitlines(), _instruction, _blank_line_documents
     ),
-    "list_items": lambda text: list_items(text.splitlines()),
 }
 
 

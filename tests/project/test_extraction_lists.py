@@ -12,7 +12,7 @@ from pathlib import Path
 
 EXTRACTION = Path(__file__).resolve().parents[2] / "monitor" / "extraction"
 # What monitor/extraction holds today; lower these when a list or a regex goes.
-CEILING = {"lists": 28, "regexes": 7}
+CEILING = {"lists": 28, "regexes": 6}
 _RE_CALLS = frozenset(
     {"compile", "match", "fullmatch", "search", "findall", "finditer", "sub", "split"}
 )
