@@ -12,6 +12,7 @@ read it.
 """
 
 from monitor.conventions._entry import (
+    BEFORE,
     CONTAINER,
     EMBEDDINGS,
     ENCODINGS,
@@ -25,14 +26,18 @@ from monitor.conventions._entry import (
     MESSAGES,
     MODEL,
     OTHER,
+    PARAGRAPH,
     PROMPT,
+    QUESTION_PLACES,
     RETRIEVAL,
     SCORED_NODES,
     TEXT,
     TOOL,
     TOOL_MESSAGES,
+    WRAPPED,
     Convention,
     Kind,
+    RagPrompt,
     Source,
 )
 from monitor.conventions._log_records import (
@@ -41,7 +46,7 @@ from monitor.conventions._log_records import (
     OUTPUT_EVENTS,
     log_events_of,
 )
-from monitor.conventions._not_requests import PROBE_PATHS, STORE_WRITES
+from monitor.conventions._not_requests import EMBED_METHODS, EMBED_PATHS, PROBE_PATHS, STORE_WRITES
 from monitor.conventions._parts import (
     BLOB,
     DOCUMENT,
@@ -73,11 +78,14 @@ from monitor.conventions._verdicts import (
 )
 
 __all__ = [
+    "BEFORE",
     "BLOB",
     "BLOCKED",
     "CONTAINER",
     "DOCUMENT",
     "EMBEDDINGS",
+    "EMBED_METHODS",
+    "EMBED_PATHS",
     "ENCODINGS",
     "EVALUATION",
     "FIELDS",
@@ -98,11 +106,13 @@ __all__ = [
     "OTHER",
     "OUTPUT_EVENTS",
     "OWN_MARK",
+    "PARAGRAPH",
     "PART_KINDS",
     "PART_TYPE_MEMBERS",
     "PASSED",
     "PROBE_PATHS",
     "PROMPT",
+    "QUESTION_PLACES",
     "REASONING",
     "RETRIEVAL",
     "SCORED_NODES",
@@ -119,9 +129,11 @@ __all__ = [
     "URI",
     "VERDICT_EVENTS",
     "VOCABULARIES",
+    "WRAPPED",
     "Convention",
     "Kind",
     "PartShape",
+    "RagPrompt",
     "Source",
     "Vocabulary",
     "log_events_of",

@@ -63,6 +63,9 @@ JSON: Final = "json"
 MESSAGES: Final = "messages"
 INDEXED: Final = "indexed"
 GENKIT: Final = "genkit"
+# The encoding above by its structure, as the readers name it: a request object holding
+# `messages` (or a `query` object), a response holding one `message`.
+WRAPPED: Final = GENKIT
 SCORED_NODES: Final = "scored_nodes"
 TOOL_MESSAGES: Final = "tool_messages"
 LISTED: Final = "listed"
@@ -99,6 +102,29 @@ class Source:
     undeclared: bool = False
     event: str | None = None
     role: str | None = None
+
+
+# Where a default RAG prompt's question is (`RagPrompt.question`).
+BEFORE: Final = "before"  # the text before the header
+PARAGRAPH: Final = "paragraph"  # the last paragraph before it (the last line after a join)
+QUESTION_PLACES = frozenset({BEFORE, PARAGRAPH})
+
+
+@dataclass(frozen=True, slots=True)
+class RagPrompt:
+    """A framework's default RAG prompt, where the documents reach the model only inside
+    the prompt: `header`, the text that opens the documents (`line`: a line of its own,
+    compared stripped; else anywhere in the prompt, its last occurrence); `delimiter`:
+    the documents are the lines between the first two lines that are this, stripped (None:
+    they follow the header, one a paragraph); `question`: where the user's question is
+    (`before`: the text before the header; `paragraph`: the last paragraph before it, or
+    its last line when the header comes earlier too, earlier turns joined into one
+    string), None when the prompt says it otherwise (a labelled `Query:`)."""
+
+    header: str
+    line: bool = False
+    delimiter: str | None = None
+    question: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +172,10 @@ class Convention:
     (`HIDDEN:non-empty`): never content (a value ending in `:` is a prefix, compared
     case-insensitively); `advice`: what to do, by the cause a trace that carries its marks
     is given (`monitor/extraction/_diagnosis.py`: `lone_root`, `hosted_retrieval`), added
-    to the cause's own text. The rest say where each part is."""
+    to the cause's own text; `rag_prompts`: its default RAG prompts (`RagPrompt`), read in
+    any trace; `joins_messages`: a model call of its, traced with one message, holds all
+    the request's messages (system message, chat memory's turns) joined by newlines into
+    one string. The rest say where each part is."""
 
     name: str
     standard: bool = False
@@ -170,6 +199,8 @@ class Convention:
     part_shapes: tuple[PartShape, ...] = ()
     placeholders: tuple[str, ...] = ()
     advice: Mapping[str, str] = field(default_factory=dict)
+    rag_prompts: tuple[RagPrompt, ...] = ()
+    joins_messages: bool = False
     model_input: tuple[Source, ...] = ()  # the messages a model call was sent
     system: tuple[Source, ...] = ()  # its system instructions, apart from its messages
     model_output: tuple[Source, ...] = ()  # the text it returned

@@ -6,6 +6,7 @@ take, as data. A user's entries (`extraction.conventions`) come before these
 from __future__ import annotations
 
 from monitor.conventions._entry import (
+    BEFORE,
     CONTAINER,
     EMBEDDINGS,
     FIELDS,
@@ -17,6 +18,7 @@ from monitor.conventions._entry import (
     LISTED_ROLES,
     MESSAGES,
     MODEL,
+    PARAGRAPH,
     PROMPT,
     RETRIEVAL,
     SCORED_NODES,
@@ -25,6 +27,7 @@ from monitor.conventions._entry import (
     TOOL_MESSAGES,
     Convention,
     Kind,
+    RagPrompt,
     Source,
 )
 from monitor.conventions._operations import GENAI_OPERATIONS, MODEL_OPERATIONS, SK_OPERATIONS
@@ -82,6 +85,24 @@ _GENAI_EVENT_TOOL_RESULT = tuple(
 _GENAI_TOKENS_IN = _s("gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens")
 _GENAI_TOKENS_OUT = _s("gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens")
 _GENAI_MODEL = _s("gen_ai.response.model", "gen_ai.request.model")
+# Spring AI's default RAG prompts: QuestionAnswerAdvisor (1.x and 2.x) and
+# RetrievalAugmentationAdvisor's ContextualQueryAugmenter put the documents, one a line
+# (`Document::getText` joined by the line separator), between two lines of 21 dashes under
+# a header line; the augmenter labels its question (`Query:`).
+_SPRING_DASHES = "-" * 21
+_SPRING_RAG_PROMPTS = (
+    RagPrompt(
+        "Context information is below, surrounded by " + _SPRING_DASHES,
+        delimiter=_SPRING_DASHES,
+        question=BEFORE,
+    ),
+    RagPrompt("Context information is below.", line=True, delimiter=_SPRING_DASHES),
+)
+# LangChain4j's DefaultContentInjector (Quarkus LangChain4j's too) appends this header and
+# the contents joined by blank lines to the user's text.
+_LANGCHAIN4J_RAG_PROMPT = RagPrompt(
+    "Answer using the following information:", question=PARAGRAPH
+)
 _GENAI_SWITCH = (
     "GenAI instrumentations capture no text by default: "
     "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true (with "
@@ -201,6 +222,7 @@ SHIPPED: tuple[Convention, ...] = (
         tool_name=_s("spring.ai.tool.definition.name"),
         tool_result=_s("spring.ai.tool.call.result", encoding=JSON),
         tool_arguments=_s("spring.ai.tool.call.arguments"),
+        rag_prompts=_SPRING_RAG_PROMPTS,
     ),
     Convention(
         "genkit",
@@ -459,6 +481,8 @@ SHIPPED: tuple[Convention, ...] = (
         "quarkus-langchain4j",
         marked_names=("langchain4j.aiservices.",),
         language="java",
+        joins_messages=True,
+        rag_prompts=(_LANGCHAIN4J_RAG_PROMPT,),
         switch="Quarkus LangChain4j writes the prompt and the completion on its `completion "
         "<model>` spans only with quarkus.langchain4j.tracing.include-prompt=true and "
         "quarkus.langchain4j.tracing.include-completion=true",

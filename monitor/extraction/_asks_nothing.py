@@ -2,15 +2,15 @@
 extraction. A RAG service traces them beside its requests:
 
 - `indexing`: documents written to a store — a retrieval span whose database operation is a
-  write (Spring AI's `<store> add` / `delete`: `db.operation.name`), or a span declared an
-  indexer (Genkit's `indexer` actions) — with the embedding calls under it;
-- `embedding_only`: embedding calls and no model call that answers (Spring AI's startup
-  dimension probe, each document embedded in a trace of its own, Genkit Go's `localvec`
-  indexing: an embedder span alone, a LlamaIndex index build, Quarkus LangChain4j's
-  embeddings endpoint called by its REST client: an HTTP client span alone);
+  write (`<store> add` / `delete` in `db.operation.name`), or a span declared an indexer —
+  with the embedding calls under it;
+- `embedding_only`: embedding calls and no model call that answers (a startup dimension
+  probe, each document embedded in a trace of its own, an embedder span alone, an index
+  build, an embeddings endpoint called by a REST client: an HTTP client span alone);
 - `health_check`: a trace whose root serves a probe path (`/health`, `/healthz`,
   `/actuator/health/liveness`, `/readyz`, ...).
 
+The stacks seen tracing each are in the extraction README ("Traces that ask nothing").
 The trace stage counts them in `traces_not_rag_total{reason}` and warns about none of them.
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from monitor.conventions import PROBE_PATHS, STORE_WRITES
+from monitor.conventions import EMBED_METHODS, EMBED_PATHS, PROBE_PATHS, STORE_WRITES
 from monitor.extraction._span_roles import EMBEDDINGS, INDEXING, RETRIEVAL, span_role
 from monitor.extraction._trace_tree import trace_shape
 from monitor.spans import Span
@@ -28,9 +28,6 @@ ASKS_NOTHING: Final = ("indexing", "embedding_only", "health_check")
 _OPERATION_KEYS = ("db.operation.name", "db.operation")
 _PATH_KEYS = ("http.route", "url.path", "http.target")
 _URL_KEYS = ("url.full", "http.url", *_PATH_KEYS)
-# The last segment of an embeddings endpoint's path, and Gemini's embedding methods.
-_EMBED_PATHS = frozenset({"embeddings", "embed"})
-_EMBED_METHODS = (":embedcontent", ":batchembedcontents")
 
 
 def is_indexing(span: Span) -> bool:
@@ -47,15 +44,14 @@ def is_indexing(span: Span) -> bool:
 
 
 def _embeds(span: Span) -> bool:
-    """An HTTP client call to an embeddings endpoint (`POST /v1/embeddings`, Ollama's
-    `/api/embed`, Gemini's `:embedContent`): a framework whose embedding model has no span
-    of its own (Quarkus LangChain4j's REST client)."""
+    """An HTTP client call to an embeddings endpoint (the table's `EMBED_PATHS` and
+    `EMBED_METHODS`): a framework whose embedding model has no span of its own."""
     a = span.attributes
     urls = [a[k] for k in _URL_KEYS if isinstance(a.get(k), str)]
     urls += [w for w in span.name.split() if w.startswith("/")]
     for url in urls:
         last = str(url).split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1].lower()
-        if last in _EMBED_PATHS or last.endswith(_EMBED_METHODS):
+        if last in EMBED_PATHS or last.endswith(EMBED_METHODS):
             return True
     return False
 

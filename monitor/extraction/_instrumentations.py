@@ -48,14 +48,20 @@ def _holds_placeholder(placeholders: tuple[str, ...], attributes: dict[str, Any]
     )
 
 
-def instrumentation_of(spans: Sequence[Span]) -> str:
-    """The stack that wrote these spans (the first convention any span carries the marks
-    of: a stack's version with an entry of its own comes before the stack's), or
-    `unknown`."""
+def convention_of(spans: Sequence[Span]) -> Convention | None:
+    """The entry of the stack that wrote these spans (the first convention any span
+    carries the marks of: a stack's version with an entry of its own comes before the
+    stack's), or None."""
     for convention in active():
         if any(_marked(convention, s) for s in spans):
-            return convention.name
-    return UNKNOWN
+            return convention
+    return None
+
+
+def instrumentation_of(spans: Sequence[Span]) -> str:
+    """The name of the stack that wrote these spans (`convention_of`), or `unknown`."""
+    convention = convention_of(spans)
+    return UNKNOWN if convention is None else convention.name
 
 
 def advice(spans: Sequence[Span], cause: str) -> str | None:

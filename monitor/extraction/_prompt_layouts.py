@@ -29,8 +29,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from monitor.conventions import BEFORE, PARAGRAPH, RagPrompt
 from monitor.extraction._prompt_shapes import asks, ends_sentence, shape_of, structured_blocks
 from monitor.extraction._span_values import Doc, content_text, loads
+from monitor.extraction._table import current
 
 # Fields of a document object that hold its text (its parts, where a list).
 _TEXT_FIELDS = ("content", "text", "page_content", "body", "passage", "chunk", "snippet")
@@ -267,55 +269,57 @@ def heading_documents(
     return docs
 
 
-# The JVM frameworks' default RAG prompts, where the documents reach the model only in the
-# prompt. Spring AI's QuestionAnswerAdvisor (1.x and 2.x) and RetrievalAugmentationAdvisor's
-# ContextualQueryAugmenter put the documents, one a line (`Document::getText` joined by the
-# line separator), between two lines of 21 dashes, under a header line; LangChain4j's
-# DefaultContentInjector appends "Answer using the following information:" and the
-# contents joined by blank lines to the user's text.
-_SPRING_DELIMITER = "-" * 21
-_SPRING_QA_HEADER = "Context information is below, surrounded by " + _SPRING_DELIMITER
-_SPRING_AUGMENTER_HEADER = "Context information is below."
-_LANGCHAIN4J_HEADER = "Answer using the following information:"
+def _question_before(prompt: RagPrompt, before: str) -> str | None:
+    """The question in the text before `prompt`'s header (`prompt.question` says where)."""
+    before = before.strip()
+    if prompt.question == PARAGRAPH:
+        # The header earlier too: the turns were joined by single newlines into one string.
+        earlier = prompt.header in before
+        before = (before.splitlines() if earlier else before.split("\n\n"))[-1].strip()
+    return before or None
 
 
 def framework_question(text: str) -> str | None:
-    """The user's question in a JVM framework's default RAG prompt: the text before
-    QuestionAnswerAdvisor's header, or the last paragraph before LangChain4j's; None for
-    other text. ContextualQueryAugmenter labels its question (`Query:`).
+    """The user's question in a framework's default RAG prompt (the table's
+    `rag_prompts`, those that place it: before the header, or the last paragraph before
+    it); None for other text.
 
-    Quarkus LangChain4j traces a chat memory's messages joined by single newlines into one
-    string: after an earlier turn (its own injection, documents and the model's reply) the
-    question is the last line before the header, the earlier turns history."""
-    for header in (_SPRING_QA_HEADER, _LANGCHAIN4J_HEADER):
-        at = text.rfind(header)
-        if at <= 0:
-            continue
-        before = text[:at].strip()
-        if header == _LANGCHAIN4J_HEADER:
-            earlier = _LANGCHAIN4J_HEADER in before
-            before = (before.splitlines() if earlier else before.split("\n\n"))[-1].strip()
-        return before or None
+    A chat memory's messages joined by single newlines into one string: after an earlier
+    turn (its own injection, documents and the model's reply) the question is the last
+    line before the header, the earlier turns history."""
+    for prompt in current().table.rag_prompts:
+        at = text.rfind(prompt.header)
+        if prompt.question in (BEFORE, PARAGRAPH) and at > 0:
+            return _question_before(prompt, text[:at])
     return None
 
 
+def _has_header(prompt: RagPrompt, text: str, stripped: list[str]) -> bool:
+    return prompt.header in stripped if prompt.line else prompt.header in text
+
+
 def framework_documents(text: str) -> list[Doc] | None:
-    """The documents of a JVM framework's default RAG prompt (None: not such a prompt)."""
+    """The documents of a framework's default RAG prompt (the table's `rag_prompts`);
+    None: not such a prompt."""
     lines = text.splitlines()
     stripped = [line.strip() for line in lines]
-    if _SPRING_QA_HEADER in text or _SPRING_AUGMENTER_HEADER in stripped:
-        marks = [i for i, line in enumerate(stripped) if line == _SPRING_DELIMITER]
+    for prompt in current().table.rag_prompts:
+        if prompt.delimiter is None:
+            at = text.rfind(prompt.header)
+            if at < 0:
+                continue
+            contents = text[at + len(prompt.header) :].strip()
+            return [Doc(part.strip()) for part in contents.split("\n\n") if part.strip()]
+        if not _has_header(prompt, text, stripped):
+            continue
+        marks = [i for i, line in enumerate(stripped) if line == prompt.delimiter]
         if len(marks) < 2:
             return None
         between = lines[marks[0] + 1 : marks[1]]
-        # One a line as Spring AI joins them, unless a document formatter wrote each with
-        # its metadata (`source: ...` lines repeated with each document).
+        # One a line, unless a document formatter wrote each with its metadata
+        # (`source: ...` lines repeated with each document).
         blocks = structured_blocks([shape_of(line) for line in between])
         if blocks is not None and not all(b.bullet for b in blocks):
             return [Doc(b.content or "", b.label) for b in blocks if b.content]
         return [Doc(line.strip()) for line in between if line.strip()]
-    at = text.rfind(_LANGCHAIN4J_HEADER)
-    if at < 0:
-        return None
-    contents = text[at + len(_LANGCHAIN4J_HEADER) :].strip()
-    return [Doc(part.strip()) for part in contents.split("\n\n") if part.strip()]
+    return None

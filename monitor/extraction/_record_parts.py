@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from monitor.extraction._doubt import context_doubts
-from monitor.extraction._instrumentations import instrumentation_of
+from monitor.extraction._instrumentations import convention_of, instrumentation_of
 from monitor.extraction._messages import is_placeholder, parts_text, type_of
 from monitor.extraction._prompt_documents import (
     documents_from_prompt,
@@ -196,7 +196,7 @@ def context_of(
         return Context([], "none", query=labelled)  # the tools returned nothing readable
     if joined and framework_documents(answer.messages[0][1]) is None:
         # The earlier turns' documents and answers cannot be told from the last turn's
-        # without LangChain4j's default injection: none is taken rather than guessed.
+        # without a default RAG prompt's header: none is taken rather than guessed.
         evidence = "a chat memory joined into one string around a template of the app's own"
         return Context([], "prompt", evidence, labelled, doubt="prompt_not_split")
     # Documents that reach the model only inside its prompt: the retriever was not traced,
@@ -241,10 +241,13 @@ def _first_user(messages: list[tuple[str, str]]) -> int:
 
 
 def _joined_messages(answer: Generation, trace_spans: list[Span]) -> bool:
-    """Whether the prompt is Quarkus LangChain4j's `gen_ai.prompt`: every message of the
-    AI service's request (its system message, its chat memory's turns) joined by newlines
-    into one string."""
-    return len(answer.messages) == 1 and instrumentation_of(trace_spans) == "quarkus-langchain4j"
+    """Whether the prompt is one string holding every message of the request (its system
+    message, its chat memory's turns) joined by newlines: one message, traced by a stack
+    whose entry says it joins them (`joins_messages`)."""
+    if len(answer.messages) != 1:
+        return False
+    convention = convention_of(trace_spans)
+    return convention is not None and convention.joins_messages
 
 
 def _query(

@@ -9,7 +9,6 @@ from typing import Any
 
 from monitor.conventions import (
     FIELDS,
-    GENKIT,
     INDEXED,
     JSON,
     LISTED,
@@ -17,6 +16,7 @@ from monitor.conventions import (
     MESSAGES,
     SCORED_NODES,
     TOOL_MESSAGES,
+    WRAPPED,
     Source,
 )
 from monitor.extraction._span_values import (
@@ -146,7 +146,7 @@ def text_of(source: Source, attributes: dict[str, Any]) -> str | None:
         return None
     if isinstance(value, int | float):
         return str(value)
-    if source.encoding == GENKIT and isinstance(value, dict):
+    if source.encoding == WRAPPED and isinstance(value, dict):
         asked = value.get("query")  # a RetrieverRequest
         return content_text(asked.get("content")) if isinstance(asked, dict) else None
     return content_text(value) if isinstance(value, str | list) else None
@@ -186,7 +186,7 @@ def messages_of(source: Source, attributes: dict[str, Any]) -> list[tuple[str, s
         return [] if text is None else [(source.role, text)]
     if source.encoding in (LISTED, LISTED_ROLES):
         return _listed_messages(source.encoding, value)
-    if source.encoding == GENKIT:  # a ModelRequest
+    if source.encoding == WRAPPED:  # a ModelRequest
         request = loads(value)
         return chat_messages(request.get("messages")) if isinstance(request, dict) else []
     return chat_messages(value)
@@ -201,7 +201,7 @@ def output_of(source: Source, attributes: dict[str, Any]) -> str | None:
     value = raw(source, attributes)
     if value is _ABSENT:
         return None
-    if source.encoding == GENKIT:  # a ModelResponse
+    if source.encoding == WRAPPED:  # a ModelResponse
         response = loads(value)
         message = response.get("message") if isinstance(response, dict) else None
         texts = [t for r, t in chat_messages([message]) if r == "assistant"]
@@ -294,7 +294,7 @@ def docs_of(source: Source, attributes: dict[str, Any]) -> list[Doc] | None:
     if docs is None and source.event is not None and source.encoding == JSON:
         doc = as_doc(loads(value))  # an event's one document
         return None if doc is None else [doc]
-    if docs is None and source.encoding not in (JSON, GENKIT):
+    if docs is None and source.encoding not in (JSON, WRAPPED):
         text = content_text(value)
         return [Doc(text)] if text else None
     return docs

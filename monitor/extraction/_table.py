@@ -175,6 +175,8 @@ class Table:
         # a span's role.
         self.conversation = tuple(s for c in conventions for s in c.conversation)
         self.conversation_keys = frozenset(s.key for s in self.conversation)
+        # Frameworks' default RAG prompts, read in any trace, in table order.
+        self.rag_prompts = tuple(p for c in conventions for p in c.rag_prompts)
 
     def order(self, first: Convention | None) -> tuple[Convention, ...]:
         """The order to read a span's content in when `first` declared its role: the
