@@ -169,6 +169,47 @@ class ConventionPart(Section):
         return self
 
 
+MAX_RAG_PROMPTS = 16
+MAX_MARKS = 100
+
+
+class ConventionRagPrompt(Section):
+    """A framework's default RAG prompt, where the documents reach the model only inside
+    the prompt: `header`, the text that opens the documents (`line`: a line of its own,
+    else anywhere in the prompt); `delimiter`: the documents are the lines between the
+    first two lines that are this (none: they follow the header, one a paragraph);
+    `question`: where the user's question is (`before` the header, or the last
+    `paragraph` before it), none when the prompt says it otherwise."""
+
+    header: str = Field(min_length=1)
+    line: bool = False
+    delimiter: str | None = Field(default=None, min_length=1)
+    question: Literal["before", "paragraph"] | None = None
+
+    @field_validator("header")
+    @classmethod
+    def _header_says_something(cls, header: str) -> str:
+        if not header.strip():
+            raise ValueError("header: the text that opens the documents, not only blanks")
+        return header
+
+    @model_validator(mode="after")
+    def _one_line(self) -> ConventionRagPrompt:
+        if self.line and (self.header != self.header.strip() or "\n" in self.header):
+            raise ValueError(
+                "header: a header on a line of its own (line: true) is that line, without "
+                "line breaks or surrounding blanks"
+            )
+        if self.delimiter is not None and (
+            self.delimiter != self.delimiter.strip() or "\n" in self.delimiter
+        ):
+            raise ValueError(
+                "delimiter: the line around the documents, without line breaks or "
+                "surrounding blanks"
+            )
+        return self
+
+
 class UserConvention(Section):
     """One convention of the user's: a span's role by `kind` or `match`; `input` (a
     request's question, a model call's messages, a retrieval's query), `output` (a
@@ -176,7 +217,11 @@ class UserConvention(Section):
     order), `model`, `input_tokens`, `output_tokens`, `conversation` (the session id);
     `event_bodies`: event attributes holding an event's fields as one JSON object;
     `parts`: native message part shapes; `placeholders`: what stands where content was
-    withheld (a value ending in `:` a prefix), never content."""
+    withheld (a value ending in `:` a prefix), never content; `marks`, `marked_names`:
+    attributes (a prefix ends in `.` or `:`) and span names' beginnings only this stack
+    writes, which tell its traces; `switch`: what turns its content capture on;
+    `joins_messages`: its model call traced with one message holds the request's messages
+    joined by newlines (needs marks); `rag_prompts`: its default RAG prompts."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     kind: ConventionKind | None = None
@@ -191,6 +236,19 @@ class UserConvention(Section):
     event_bodies: list[str] = []
     parts: list[ConventionPart] = Field(default=[], max_length=MAX_KIND_VALUES)
     placeholders: list[str] = Field(default=[], max_length=MAX_KIND_VALUES)
+    marks: list[str] = Field(default=[], max_length=MAX_MARKS)
+    marked_names: list[str] = Field(default=[], max_length=MAX_MARKS)
+    switch: str = ""
+    joins_messages: bool = False
+    rag_prompts: list[ConventionRagPrompt] = Field(default=[], max_length=MAX_RAG_PROMPTS)
+
+    @field_validator("marks", "marked_names")
+    @classmethod
+    def _no_empty_mark(cls, marks: list[str]) -> list[str]:
+        empty = [k for k, mark in enumerate(marks) if not mark.strip()]
+        if empty:
+            raise ValueError(f"item {empty[0]}: a mark is an attribute name or a beginning")
+        return marks
 
     @field_validator("name")
     @classmethod
@@ -202,7 +260,12 @@ class UserConvention(Section):
     @model_validator(mode="after")
     def _says_something(self) -> UserConvention:
         parts = (self.input, self.output, self.documents, self.model, self.conversation)
-        told = (self.parts, self.placeholders)
+        if self.joins_messages and not (self.marks or self.marked_names):
+            raise ValueError(
+                "joins_messages: say how its traces are told (marks or marked_names): "
+                "only a trace of this stack is read as messages joined into one string"
+            )
+        told = (self.parts, self.placeholders, self.rag_prompts, self.marks, self.marked_names)
         if self.kind is None and self.match is None and not any(parts) and not any(told):
             raise ValueError(
                 "kind: a convention needs a kind or a match (what a span is), or where a "

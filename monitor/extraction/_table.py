@@ -15,6 +15,7 @@ from typing import Any
 from monitor.config import (
     AttributeSource,
     ConventionPart,
+    ConventionRagPrompt,
     EventSource,
     MessageSource,
     UserConvention,
@@ -35,6 +36,7 @@ from monitor.conventions import (
     Convention,
     Kind,
     PartShape,
+    RagPrompt,
     Source,
     log_events_of,
 )
@@ -82,6 +84,10 @@ def _part_shape(entry: ConventionPart) -> PartShape:
     )
 
 
+def _rag_prompt(entry: ConventionRagPrompt) -> RagPrompt:
+    return RagPrompt(entry.header, entry.line, entry.delimiter, entry.question)
+
+
 def from_config(entries: Sequence[UserConvention]) -> tuple[Convention, ...]:
     """The user's conventions (`extraction.conventions`) as table entries. `input` is a
     request's question, a model call's messages and a retrieval's query; `output` a
@@ -122,6 +128,11 @@ def from_config(entries: Sequence[UserConvention]) -> tuple[Convention, ...]:
                 event_bodies=tuple(entry.event_bodies),
                 part_shapes=tuple(_part_shape(p) for p in entry.parts),
                 placeholders=tuple(entry.placeholders),
+                marks=tuple(entry.marks),
+                marked_names=tuple(entry.marked_names),
+                switch=entry.switch,
+                joins_messages=entry.joins_messages,
+                rag_prompts=tuple(_rag_prompt(p) for p in entry.rag_prompts),
             )
         )
     return tuple(out)

@@ -264,6 +264,13 @@ GOOD: dict[str, Any] = {
                 "output_tokens": [{"attribute": "app.usage", "encoding": "json", "field": "out"}],
                 "conversation": [{"attribute": "app.session", "encoding": "text", "field": "id"}],
                 "event_bodies": ["app.payload"],
+                "marks": ["app."],
+                "marked_names": ["app.ask"],
+                "switch": "APP_TRACE_CONTENT=true",
+                "joins_messages": True,
+                "rag_prompts": [
+                    {"header": "Context:", "line": True, "delimiter": "---", "question": "before"}
+                ],
             },
             # A second, so that a name listed twice can be tried.
             {"name": "my-tools", "match": {"span_names": ["call_tool"], "role": "tool"}},
@@ -568,6 +575,15 @@ TABLE: dict[str, list[Any]] = {
     },
     "extraction.conventions.0.input.0.role": [*NOT_A_CHOICE, "human", "model"],
     "extraction.conventions.0.event_bodies": NOT_A_LIST_OF_TEXT,
+    "extraction.conventions.0.marks": NOT_A_LIST_OF_TEXT,
+    "extraction.conventions.0.marked_names": NOT_A_LIST_OF_TEXT,
+    "extraction.conventions.0.switch": [[1], {"a": 1}],
+    "extraction.conventions.0.joins_messages": NOT_A_FLAG,
+    # A header on a line of its own, and a delimiter line, are compared stripped.
+    "extraction.conventions.0.rag_prompts.0.header": ["", "   ", " Context:", [1]],
+    "extraction.conventions.0.rag_prompts.0.line": NOT_A_FLAG,
+    "extraction.conventions.0.rag_prompts.0.delimiter": ["", " --- ", "-\n-", [1]],
+    "extraction.conventions.0.rag_prompts.0.question": [*NOT_A_CHOICE, "after"],
     "exporters.prometheus.endpoint": NOT_AN_ENDPOINT,
     "exporters.prometheus.web_config_file": NOT_A_FILE,
     "exporters.prometheus.debug_records": [*NOT_A_COUNT, 10001],

@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry.trace import Tracer
 
+from monitor.config import load_config
+from monitor.extraction import conventions_from_config, extract_records
 from monitor.extraction._prompt_documents import documents_from_prompt
 from monitor.extraction._prompt_templates import TEMPLATES, PromptTemplates
 from monitor.records import RagRecord
 from tests.extraction.test_event_conventions import ANSWER, DOCS, QUESTION
-from tests.extraction.test_structure_and_prompt import _genai_chat, _record
+from tests.extraction.test_structure_and_prompt import INSTRUCTION, _decoded, _genai_chat, _record
 
 TEXTS = [text for _, text in DOCS]
 URIS = [uri for uri, _ in DOCS]
@@ -268,3 +272,83 @@ def test_the_jvm_frameworks_default_rag_prompts_give_question_and_documents(user
         _genai_chat(tracer, None, user)
 
     _assert_split(_record(emit), [None, None])
+
+
+# A stack the shipped table does not know, whose default RAG prompt a user declares
+# (`extraction.conventions[].rag_prompts`): Chinese, full-width punctuation.
+ZH_QUESTION = "埃菲尔铁塔是哪一年建成的？"
+ZH_DOCS = ["埃菲尔铁塔位于巴黎，于1889年建成。", "在海平面，纯水在摄氏100度沸腾。"]
+ZH_PROMPT = (
+    f"{ZH_QUESTION}\n\n以下是参考资料，位于两行等号之间：\n======\n"
+    + "\n".join(ZH_DOCS)
+    + "\n======\n请只根据参考资料回答，不要编造。"
+)
+RU_QUESTION = "Когда была построена Эйфелева башня?"
+RU_DOCS = ["Эйфелева башня стоит в Париже и построена в 1889 году.", "Вода кипит при 100 °C."]
+RU_PROMPT = f"{RU_QUESTION}\n\nИспользуй эти сведения:\n" + "\n\n".join(RU_DOCS)
+USER_PROMPTS = """
+extraction:
+  conventions:
+    - name: acme-rag
+      rag_prompts:
+        - {header: "以下是参考资料，位于两行等号之间：", delimiter: "======", question: before}
+        - {header: "Используй эти сведения:", question: paragraph}
+"""
+
+
+def _user_conventions(tmp_path: Path, text: str) -> Any:
+    path = tmp_path / "config.yaml"
+    path.write_text(text, encoding="utf-8")
+    return conventions_from_config(load_config(str(path)).extraction.conventions)
+
+
+@pytest.mark.parametrize(
+    ("user", "question", "texts"),
+    [(ZH_PROMPT, ZH_QUESTION, ZH_DOCS), (RU_PROMPT, RU_QUESTION, RU_DOCS)],
+    ids=["delimited_chinese", "paragraphs_cyrillic"],
+)
+def test_a_default_rag_prompt_the_user_declares_gives_question_and_documents(
+    tmp_path: Path, user: str, question: str, texts: list[str]
+) -> None:
+    def emit(tracer: Tracer) -> None:
+        _genai_chat(tracer, None, user)
+
+    spans = _decoded(emit)
+    (plain,) = extract_records(spans)
+    (record,) = extract_records(spans, conventions=_user_conventions(tmp_path, USER_PROMPTS))
+    assert isinstance(plain, RagRecord) and isinstance(record, RagRecord)
+    assert (record.query, record.response) == (question, ANSWER)
+    assert [d.content for d in record.retrieved_context] == texts
+    assert record.context_source == "prompt"
+    # The declaration is what reads it: without it the header and question are no layout.
+    assert (plain.query, [d.content for d in plain.retrieved_context]) != (question, texts)
+
+
+# A stack that traces its chat memory's messages joined into one string, told by a mark.
+JOINED_CONFIG = """
+extraction:
+  conventions:
+    - name: acme-memory
+      marks: [acme.memory.]
+      joins_messages: true
+"""
+
+
+def test_a_stack_declared_to_join_its_messages_gets_no_documents_guessed(
+    tmp_path: Path,
+) -> None:
+    """The earlier turns' documents cannot be told from this turn's in one joined string
+    without a default RAG prompt's header: none is taken rather than guessed."""
+    joined = f"{INSTRUCTION}\n" + "\n".join(f"[{n}] {t}" for n, t in enumerate(TEXTS, 1))
+
+    def emit(tracer: Tracer) -> None:
+        with tracer.start_as_current_span("answer", attributes={"acme.memory.turns": 3}):
+            _genai_chat(tracer, None, f"{joined}\n{QUESTION}")
+
+    spans = _decoded(emit)
+    (plain,) = extract_records(spans)
+    (record,) = extract_records(spans, conventions=_user_conventions(tmp_path, JOINED_CONFIG))
+    assert isinstance(plain, RagRecord) and isinstance(record, RagRecord)
+    assert plain.retrieved_context != ()
+    assert record.retrieved_context == ()
+    assert record.context_source == "prompt"

@@ -209,6 +209,18 @@ def test_a_retriever_matched_by_an_attribute_it_carries(tmp_path: Any) -> None:
             "model.0.event",
         ),
         ("{name: beacon, input: [{event: '', attribute: text}]}", "input.0.event"),
+        ("{name: acme, joins_messages: true}", "joins_messages: say how its traces are told"),
+        ("{name: acme, rag_prompts: [{header: '  '}]}", "rag_prompts.0.header"),
+        (
+            "{name: acme, rag_prompts: [{header: '参考资料： ', line: true}]}",
+            "a header on a line of its own",
+        ),
+        (
+            "{name: acme, rag_prompts: [{header: '资料：', delimiter: ' == '}]}",
+            "delimiter: the line around the documents",
+        ),
+        ("{name: acme, rag_prompts: [{header: h, question: after}]}", "rag_prompts.0.question"),
+        ("{name: acme, marks: ['']}", "a mark is an attribute name"),
     ],
 )
 def test_check_config_names_a_wrong_convention(tmp_path: Any, entry: str, problem: str) -> None:
