@@ -18,7 +18,7 @@ read as text: a part shape no entry names, not content capture off); `retrieval_
 and scores only, or content capture off); `content_not_captured` (a model call traced
 without its question or answer: the switch named is that of the stack whose marks the
 spans carry); `unparsed_field` (the answer is there, in a field of a JSON output no
-convention reads, such as Haystack's `{"replies": [...]}`); `spans_after_root` (some spans
+convention reads, such as a `{"replies": [...]}` object); `spans_after_root` (some spans
 name a parent the trace lacks, or ended after its root: they arrived after the root ended
 or never); `diagnosis_failed` (working the cause out raised: the records stand); and for a
 trace that asks nothing, no fault (`_asks_nothing.py`): `indexing`, `embedding_only`,
@@ -241,8 +241,8 @@ def _unparsed_answer(taken: Iterable[SpanTaken]) -> str | None:
 
 def _ran_hosted_tool(call: SpanTaken) -> bool:
     """A model call that answered in text yet finished for a tool call no span shows: a
-    tool its provider ran (OpenLLMetry's Responses spans say `tool_call` when the output
-    holds a `file_search_call`, and keep only the text)."""
+    tool its provider ran (an instrumentation that keeps only the text of a response whose
+    output held a hosted tool's call says `tool_call`)."""
     reasons = call.span.attributes.get(FINISH_REASONS)
     reasons = [reasons] if isinstance(reasons, str) else reasons
     if not isinstance(reasons, list | tuple):

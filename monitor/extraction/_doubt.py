@@ -20,9 +20,9 @@ DOUBTS: dict[str, str] = {
     "heading_or_instruction": "a document is a heading or an instruction line",
     "document_is_system_prompt": "a document is the whole system prompt",
     "no_document_shares_answer_words": "no document shares a word with the answer",
-    "prompt_not_split": "its layout cannot be split exactly (a chat memory joined into one "
-    "string around a content-injection template of the app's own: Quarkus LangChain4j's "
-    "gen_ai.prompt), so no document was taken",
+    "prompt_not_split": "its layout cannot be split exactly (a chat memory its "
+    "instrumentation joined into one string, around a content-injection template of the "
+    "app's own), so no document was taken",
 }
 _MIN_WORD = 4  # letters of a word that tells (shorter ones are everywhere)
 _MIN_ANSWER_WORDS = 3  # an answer with fewer long words ("I don't know") tells nothing

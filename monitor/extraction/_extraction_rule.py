@@ -268,8 +268,8 @@ def _with_tool_results(
 
 
 def _calls(generations: list[Generation], by_id: dict[str, Span]) -> list[Generation]:
-    """Nested LLM spans are one model call (LlamaIndex's `predict` → `chat` → `complete`,
-    a framework's chat-model span over the provider SDK's span): one `Generation` per
+    """Nested LLM spans are one model call (a framework's `predict` → `chat` → `complete`,
+    its chat-model span over the provider SDK's span): one `Generation` per
     outermost LLM span, in start order. Its output is the outermost text output (what the
     framework handed back); its messages are the innermost span's role-tagged messages,
     else the innermost that has any (wrappers carry a template or a repr); model and token

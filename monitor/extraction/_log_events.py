@@ -73,7 +73,7 @@ def join_log_events(spans: Sequence[Span]) -> list[Span]:
     into the span they belong to: their events join its events, in time order. Then the
     attributes of a convention's detail event (`gen_ai.client.inference.operation.details`:
     the call's input and output messages), whether it came as a log record or as a span
-    event (Strands with `OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental`), fill
+    event (some SDKs, with `OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental`), fill
     the ones the span lacks. Event spans whose span never arrived are left out."""
     table = current().table
     detail_events = table.detail_events

@@ -50,7 +50,7 @@ def is_generation(span: Span) -> bool:
 
 def shows_model_call(span: Span) -> bool:
     """A model call by its declared role; a span whose declared kind shows one was made
-    (`_span_roles.shows_call`: a GenAI agent invocation, as AutoGen's own spans are); or
+    (`_span_roles.shows_call`: a GenAI agent invocation, the table's `calls`); or
     a span that declares nothing but carries attributes only a model call writes (a
     convention's `signs`: GenAI's request, response and usage attributes, ...)."""
     role = span_role(span)

@@ -89,7 +89,7 @@ def trace_wide(spans: list[Span], by_id: dict[str, Span]) -> TraceWide:
 
 def _rag_text(value: Any) -> str | None:
     """A `rag.query` / `rag.response` value: a string, a JSON string literal decoded (SDKs
-    that JSON-encode every attribute, MLflow's span API, send `"text"` quoted)."""
+    that JSON-encode every attribute send `"text"` quoted)."""
     if not isinstance(value, str):
         return None
     decoded = loads(value)
@@ -363,7 +363,8 @@ def build_record(
     if max_documents is not None:
         docs = docs[: max_documents + 1]  # one past: the bound's cut shows
     # The request's output is what the user got (frameworks parse the model's raw output:
-    # DSPy's fields, output parsers, an agent's final answer); else the answering call's.
+    # a program's output fields, output parsers, an agent's final answer); else the
+    # answering call's.
     response = top.response
     if response is None and request is not None:
         if not _placeholder(request, requests.question(request), answer):

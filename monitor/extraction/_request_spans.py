@@ -26,7 +26,7 @@ def is_container(span: Span) -> bool:
 def _written(span: Span, part: str) -> Any:
     """The first request input or output (`part`) the span carries where a convention
     writes it: any convention's on a declared container, else only those read on spans
-    that declare nothing (`input.value`, `traceloop.entity.input`); None when none."""
+    that declare nothing (`input.value`, ...); None when none."""
     a = span.attributes
     declared = span_role(span) == CONTAINER
     for source in sources(span, part, undeclared_only=not declared):

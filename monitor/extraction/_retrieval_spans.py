@@ -44,8 +44,8 @@ def _event_docs(span: Span, undeclared_only: bool) -> list[Doc] | None:
 def read_retrieval(span: Span) -> Retrieval | None:
     """The query and documents of a retrieval span, or None if it is not one: a span
     declared a retrieval, or one that declares nothing but carries documents where a
-    convention writes them on any span (OpenInference's, GenAI's, OpenLLMetry's scored
-    nodes, `db.query.result` events)."""
+    convention writes them on any span (the table's `undeclared` document sources: indexed
+    documents, scored nodes, `db.query.result` events)."""
     a = span.attributes
     declared = span_role(span) == RETRIEVAL
     for convention in reading_order(span) if declared else ():

@@ -95,7 +95,7 @@ def fields_doc(fields: dict[str, Any], prefix: str) -> Doc | None:
 
 def key_of(source: Source, attributes: dict[str, Any]) -> str | None:
     """The attribute a source names, its `{attribute}` placeholders filled in once from
-    the span's own attributes (Mastra's `mastra.{mastra.span.type}.input`,
+    the span's own attributes (`app.{app.span.type}.input`,
     `monitor/shared/placeholders.py`); None when one is missing, or its value holds a
     placeholder itself (a bad value of that attribute, noted `placeholder`)."""
     try:
@@ -147,7 +147,7 @@ def text_of(source: Source, attributes: dict[str, Any]) -> str | None:
     if isinstance(value, int | float):
         return str(value)
     if source.encoding == WRAPPED and isinstance(value, dict):
-        asked = value.get("query")  # a RetrieverRequest
+        asked = value.get("query")  # a retriever's request object
         return content_text(asked.get("content")) if isinstance(asked, dict) else None
     return content_text(value) if isinstance(value, str | list) else None
 
@@ -155,8 +155,8 @@ def text_of(source: Source, attributes: dict[str, Any]) -> str | None:
 def indexed_messages(
     attributes: dict[str, Any], prefix: str, default_role: str = "user"
 ) -> list[tuple[str, str]]:
-    """`<prefix>.N.{role,content}` messages (OpenLLMetry; `default_role` when one names
-    none), or OpenInference's `<prefix>.N.message.{role,content}` and
+    """`<prefix>.N.{role,content}` messages (`default_role` when one names none), or
+    `<prefix>.N.message.{role,content}` and
     `message.contents.M.message_content.text`."""
     out = []
     for group in indexed(attributes, prefix + "."):
@@ -186,7 +186,7 @@ def messages_of(source: Source, attributes: dict[str, Any]) -> list[tuple[str, s
         return [] if text is None else [(source.role, text)]
     if source.encoding in (LISTED, LISTED_ROLES):
         return _listed_messages(source.encoding, value)
-    if source.encoding == WRAPPED:  # a ModelRequest
+    if source.encoding == WRAPPED:  # a request object
         request = loads(value)
         return chat_messages(request.get("messages")) if isinstance(request, dict) else []
     return chat_messages(value)
@@ -201,7 +201,7 @@ def output_of(source: Source, attributes: dict[str, Any]) -> str | None:
     value = raw(source, attributes)
     if value is _ABSENT:
         return None
-    if source.encoding == WRAPPED:  # a ModelResponse
+    if source.encoding == WRAPPED:  # a response object
         response = loads(value)
         message = response.get("message") if isinstance(response, dict) else None
         texts = [t for r, t in chat_messages([message]) if r == "assistant"]
@@ -214,8 +214,8 @@ def output_of(source: Source, attributes: dict[str, Any]) -> str | None:
 
 
 def completion_text(value: Any) -> str | None:
-    """A model's answer: assistant messages, an OpenAI response's `choices`, LangChain's
-    `{"generations": [[{"text", "message"}]]}` (LangSmith's OTel mode), or plain text."""
+    """A model's answer: assistant messages, a chat completion's `choices`, a chain's
+    `{"generations": [[{"text", "message"}]]}`, or plain text."""
     completion = loads(value)
     if isinstance(completion, dict) and isinstance(completion.get("choices"), list):
         messages = [c.get("message") for c in completion["choices"] if isinstance(c, dict)]
@@ -242,7 +242,7 @@ def completion_text(value: Any) -> str | None:
 
 
 def indexed_docs(attributes: dict[str, Any], prefix: str) -> list[Doc]:
-    """`<prefix>.N.document.{content,id,score,metadata}` (OpenInference) or
+    """`<prefix>.N.document.{content,id,score,metadata}` or
     `<prefix>.N.{content,doc_uri,score}` documents; `<prefix>.N` alone is one text."""
     docs = []
     for group in indexed(attributes, prefix + "."):
@@ -258,7 +258,7 @@ def indexed_docs(attributes: dict[str, Any], prefix: str) -> list[Doc]:
 
 def scored_nodes(value: Any) -> list[Doc] | None:
     """A list of scored nodes (`{"node": {"text", "metadata", ...}, "score"}`, each maybe a
-    JSON string: LlamaIndex's NodeWithScore as OpenLLMetry serializes it), else None."""
+    JSON string), else None."""
     if isinstance(value, str) and not ('"node' in value and "score" in value):
         return None
     value = loads(value)

@@ -2,8 +2,8 @@
 request), a retrieval, an embedding call or a prompt template — from the role its
 instrumentation declares (the conventions table, `monitor/conventions/_shipped.py`), never
 from which content attributes it happens to carry. Every convention writes its content on containers
-and tools too (GenAI message events on Strands' agent and tool spans, LangSmith's
-`gen_ai.prompt` / `gen_ai.completion` on every run), so content decides nothing. A span
+and tools too (GenAI message events on agent and tool spans, `gen_ai.prompt` /
+`gen_ai.completion` on every run), so content decides nothing. A span
 no convention names is `None`: the readers fall back on its content.
 
 Also what the span readers share to read a span's content by the table: the conventions
@@ -54,7 +54,7 @@ __all__ = [
 
 def _folded(kind: Kind, value: Any) -> str | None:
     if isinstance(value, str) and value[:1] == '"' and value[-1:] == '"' and len(value) > 1:
-        value = value[1:-1]  # a JSON string literal (MLflow writes every value as JSON)
+        value = value[1:-1]  # a JSON string literal (some SDKs write every value as JSON)
     if not isinstance(value, str):
         return None
     if kind.fold == "upper":

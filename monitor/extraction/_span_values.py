@@ -9,12 +9,12 @@ The readers (`_retrieval_spans.py`, `_model_call_spans.py`, `_tool_results.py`,
 
 Where each convention writes each part is the conventions table
 (`monitor/conventions/_shipped.py`, read through `_sources.py`); here are the shapes those
-values take, whatever writes them: JSON text, chat messages (GenAI `parts`, OpenAI-style
-`content`, LlamaIndex's `blocks`, LangChain's serialized and `dumpd` forms; a message's text
-is every text its parts hold, at any depth: `content_text`), documents (`page_content`, `content`,
-`text`; LlamaIndex's `NodeWithScore`), and a question or an answer inside a chain's input or
+values take, whatever writes them: JSON text, chat messages (GenAI `parts`, a chat
+completion's `content`, `blocks`, a chain's serialized and `dumpd` forms; a message's text
+is every text its parts hold, at any depth: `content_text`), documents (`page_content`,
+`content`, `text`; a scored node), and a question or an answer inside a chain's input or
 output (a question field, a traced function's arguments, user messages; never an object's
-repr, such as LlamaIndex's prompt templates).
+repr, such as a prompt template object's).
 """
 
 from __future__ import annotations
@@ -56,9 +56,9 @@ __all__ = [
     "normalized",
     "role_of",
 ]
-# `<NodeWithScore(node=...`, `<dspy.clients.lm.LM object at 0x...>`): frameworks put these where text is expected (LlamaIndex's
-# `predict` input is its prompt template, Haystack's messages are `ChatMessage(...)`).
-# Never a question or an answer.
+# `<ScoredNode(node=...`, `<app.clients.LM object at 0x...>`: frameworks put an object's
+# repr where text is expected (a prompt template as a call's input, `ChatMessage(...)` as
+# messages). Never a question or an answer.
 _REPR = re.compile(r"\s*(?:[A-Z][\w.]*\([A-Za-z_]\w*=|<[A-Za-z_][\w.]*(?:\(| object at ))")
 QUERY_KEYS = (
     "query",
@@ -70,7 +70,7 @@ QUERY_KEYS = (
     "message",
     "text",
     "task",  # an agent's run(task) (smolagents)
-    "query_str",  # LlamaIndex's QueryBundle
+    "query_str",  # a query bundle's
 )
 ANSWER_KEYS = ("answer", "output", "result", "response", "text", "content", "generation")
 
@@ -161,34 +161,33 @@ def content_text(value: Any) -> str | None:
     return str(value)
 
 
-# Where a message keeps its content: GenAI's `parts`, OpenAI's `content`, LlamaIndex's
-# `blocks`.
+# Where a message keeps its content: GenAI's `parts`, a chat completion's `content`, a
+# message of `blocks`.
 _BODIES = ("parts", "content", "blocks")
 
 
 def chat_messages(value: Any) -> list[tuple[str, str]]:
-    """GenAI / OpenAI / LlamaIndex style messages: `[{role, parts|content|blocks}]` (JSON or
-    structured)."""
+    """Chat messages: `[{role, parts|content|blocks}]` (JSON or structured)."""
     value = loads(value)
     if isinstance(value, str):
         return [("user", value)]
     if isinstance(value, dict):
-        # LangChain's `{"messages": [...]}` (a graph's state, a chat model's input)
+        # `{"messages": [...]}` (a graph's state, a chat model's input)
         inner = value.get("messages") if "role" not in value else None
         value = inner if isinstance(inner, list) else [value]
     if not isinstance(value, list):
         return []
-    if value and isinstance(value[0], list):  # LangChain batches: [[messages]]
+    if value and isinstance(value[0], list):  # batches: [[messages]]
         value = value[0]
     out = []
     for msg in value:
         if isinstance(msg, dict):
             kind = None
-            if "lc" in msg and isinstance(msg.get("kwargs"), dict):  # serialized LangChain
+            if "lc" in msg and isinstance(msg.get("kwargs"), dict):  # a serialized message object
                 kind = _lc_message_type(msg.get("id"))
                 msg = msg["kwargs"]
             elif isinstance(msg.get("data"), dict) and "content" not in msg:
-                msg = {**msg["data"], "type": msg.get("type")}  # LangChain's `dumpd` form
+                msg = {**msg["data"], "type": msg.get("type")}  # its `dumpd` form
             role = role_of(msg.get("role") or msg.get("type") or kind)
             text = content_text(next((msg[k] for k in _BODIES if msg.get(k) is not None), None))
             if role and text is not None:
@@ -197,8 +196,8 @@ def chat_messages(value: Any) -> list[tuple[str, str]]:
 
 
 def _lc_message_type(path: Any) -> str | None:
-    """`human` from a serialized LangChain constructor's `id`
-    (`["langchain", "schema", "messages", "HumanMessage"]`)."""
+    """`human` from a serialized message constructor's `id` (its path, ending in
+    `HumanMessage`)."""
     if isinstance(path, list) and path and isinstance(path[-1], str):
         name = path[-1].removesuffix("Chunk")
         return name.removesuffix("Message").lower() if name.endswith("Message") else None
@@ -222,7 +221,7 @@ def find_text(value: Any, keys: tuple[str, ...], depth: int = 0) -> str | None:
         return None
     if not isinstance(value, dict):
         return None
-    if "lc" in value and isinstance(value.get("kwargs"), dict):  # serialized LangChain object
+    if "lc" in value and isinstance(value.get("kwargs"), dict):  # a serialized object
         return find_text(value["kwargs"], keys, depth + 1)
     for wrapper in ("inputs", "outputs"):
         if wrapper in value:
@@ -250,7 +249,7 @@ def as_doc(item: Any) -> Doc | None:
         item = item["kwargs"]
     if isinstance(item.get("document"), dict):
         item = {**item, **item["document"]}
-    if isinstance(item.get("node"), dict):  # LlamaIndex's NodeWithScore
+    if isinstance(item.get("node"), dict):  # a scored node
         item = {**item["node"], "score": item.get("score")}
     content = item.get("page_content", item.get("content", item.get("text", item.get("document"))))
     metadata = loads(item.get("metadata"))

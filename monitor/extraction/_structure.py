@@ -8,10 +8,9 @@
   evidence; the record names the span and the value. The span's question (a value under a
   question key that the prompt holds) is what the retriever was asked.
 - **A model call**: a span that declares no kind and whose values hold a chat, role-tagged
-  messages ending in a user turn in one value and assistant messages in another (Haystack's
-  own tracer: `{"messages": [...]}` in, `{"replies": [...]}` out; LlamaIndex's own
-  OpenTelemetry events: `messages` of `blocks` in, `response.message.role` and `.blocks`
-  out), in its attributes or its events.
+  messages ending in a user turn in one value and assistant messages in another
+  (`{"messages": [...]}` in, `{"replies": [...]}` out; events with `messages` of `blocks`
+  in, `response.message.role` and `.blocks` out), in its attributes or its events.
 
 Both run only where the conventions found none, so traces they read never pay."""
 
@@ -150,8 +149,8 @@ def call_by_structure(span: Span) -> Generation | None:
 
 def _flattened_messages(span: Span) -> Iterator[tuple[str, list[dict[str, Any]]]]:
     """A message whose fields were flattened into attributes of the span or of one of its
-    events (`<prefix>.role` beside `<prefix>.blocks`, `.content` or `.parts`: LlamaIndex's
-    own OpenTelemetry events write the model's reply so, `response.message.*`), as a list
+    events (`<prefix>.role` beside `<prefix>.blocks`, `.content` or `.parts`: a reply
+    written as `response.message.*`), as a list
     of that one message."""
     groups = [("", span.attributes), *((f"{e.name}: ", e.attributes) for e in span.events)]
     for label, attributes in groups:
@@ -245,7 +244,7 @@ def _lists(value: Any, depth: int) -> Iterator[list[Doc]]:
 
 def _repr_texts(value: str) -> list[str]:
     """The text fields of a list of objects written as their reprs (`str()` of a list of
-    LangChain `Document`s: `[Document(page_content='...', metadata={...}), ...]`)."""
+    `Document`s: `[Document(page_content='...', metadata={...}), ...]`)."""
     texts = []
     for match in _REPR_TEXT.finditer(value):
         try:

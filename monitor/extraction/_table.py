@@ -99,7 +99,7 @@ def from_config(entries: Sequence[UserConvention]) -> tuple[Convention, ...]:
             roles = {value: _USER_ROLES[role] for value, role in entry.kind.values.items()}
             kinds = (Kind(entry.kind.attribute, roles, unlisted=None),)
         match = entry.match
-        # A JSON answer may be an OpenAI response or messages: read as messages are.
+        # A JSON answer may be a chat completion or messages: read as messages are.
         answer = tuple(
             _source(e, MESSAGES if e.encoding == JSON else e.encoding) for e in entry.output
         )

@@ -1,5 +1,5 @@
 """Tool results: what a tool returned to the model is context. Read from tool call spans
-(GenAI `execute_tool`, OpenInference `TOOL`, OpenLLMetry `tool` tasks) or, when none
+(a span each convention declares a tool: GenAI's `execute_tool`, ...) or, when none
 carries a result, from the tool messages in a model call's input."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ _NO_TEXT_TYPES = frozenset(
 )
 _AT_ADDRESS = re.compile(r" at 0x[0-9A-Fa-f]+>\s*\Z")
 _RESULT_KEYS = (
-    "raw_output",  # LlamaIndex's ToolOutput: the tool's own return value, before its text
+    "raw_output",  # a tool output object's own return value, before its text
     "blocks",  # ... and its content blocks
     "documents",
     "docs",
@@ -137,9 +137,8 @@ def _event_result(span: Span) -> Any:
 def read_tool(span: Span) -> Retrieval | None:
     """The result of a tool call span, or None if the span is not one or carries no
     result (content capture off). Its own result, where its convention writes it
-    (`tool_result` in the conventions table: `gen_ai.tool.call.result`, OpenInference's
-    `output.value`, OpenLLMetry's `traceloop.entity.output`, `gen_ai.output.messages`,
-    LangSmith's `gen_ai.completion`, ...), else in its events (a `gen_ai.choice`). Never
+    (`tool_result` in the conventions table: `gen_ai.tool.call.result`, `output.value`,
+    `gen_ai.output.messages`, ...), else in its events (a `gen_ai.choice`). Never
     its arguments (`gen_ai.tool.message` events, `gen_ai.input.messages`)."""
     if span_role(span) != TOOL:
         return None
@@ -157,7 +156,7 @@ def read_tool(span: Span) -> Retrieval | None:
 
 
 def _call_names(calls: Any, names: dict[str, str]) -> None:
-    """Tool call ids → tool names from an assistant message's OpenAI-style `tool_calls`."""
+    """Tool call ids → tool names from an assistant message's `tool_calls`."""
     for call in loads(calls) if isinstance(loads(calls), list) else []:
         if isinstance(call, dict) and call.get("id") is not None:
             function = call.get("function")
@@ -169,7 +168,7 @@ def _call_names(calls: Any, names: dict[str, str]) -> None:
 def _message_tool_results(value: Any) -> list[Doc]:
     """Tool results in chat messages (or a request's `messages`), read on the message model
     (`_messages.py`): every tool call response part, whatever its native shape (named by
-    its own tool name, else by the tool call part or OpenAI-style `tool_calls` entry with
+    its own tool name, else by the tool call part or `tool_calls` entry with
     the same id), and `role: tool` messages whose content is the result itself."""
     value = loads(value)
     if isinstance(value, dict) and isinstance(value.get("messages"), list):
@@ -199,9 +198,8 @@ def _message_tool_results(value: Any) -> list[Doc]:
 
 
 def _indexed_tool_results(attrs: dict[str, Any], prefix: str) -> list[Doc]:
-    """Indexed `role = tool` messages: OpenInference's `<prefix>.N.message.{role,content,
-    tool_call_id,name}` (named by the assistant's
-    `message.tool_calls.M.tool_call.{id,function.name}`), OpenLLMetry's
+    """Indexed `role = tool` messages: `<prefix>.N.message.{role,content,tool_call_id,name}`
+    (named by the assistant's `message.tool_calls.M.tool_call.{id,function.name}`), or
     `<prefix>.N.{role,content,name}`."""
     names: dict[str, str] = {}
     docs: list[Doc] = []
@@ -254,8 +252,8 @@ def _may_hold_results(value: str) -> bool:
 def tool_results(span: Span) -> list[Doc]:
     """What tools returned, as tool messages in a model call's input, in message order:
     in the first of the conventions' `model_input` sources the span carries (GenAI
-    `gen_ai.input.messages`, the Vercel AI SDK's `ai.prompt.messages`, OpenInference's
-    `llm.input_messages`, OpenLLMetry's `gen_ai.prompt.N`, ...), else in the tool
+    `gen_ai.input.messages`, `ai.prompt.messages`, `llm.input_messages`,
+    `gen_ai.prompt.N`, ...), else in the tool
     messages of its events."""
     a = span.attributes
     for source in sources(span, "model_input"):
