@@ -2,7 +2,7 @@
 or SDK, which attribute names a span's role, where each part of a call is and how it is
 encoded, which log records it sends), the shipped entries (`_shipped.py`, with the GenAI
 operation names they read in `_operations.py`), what stacks trace that asks nothing
-(`_not_requests.py`: writes to a store, probe paths), and the log
+(`_not_requests.py`: writes to a store, probe paths, embeddings endpoints), and the log
 records the receivers take, as those entries declare them (`_log_records.py`); and the
 vocabularies of the verdicts an app writes into its own traces (`_verdicts.py`).
 
@@ -28,7 +28,6 @@ from monitor.conventions._entry import (
     OTHER,
     PARAGRAPH,
     PROMPT,
-    QUESTION_PLACES,
     RETRIEVAL,
     SCORED_NODES,
     TEXT,
@@ -112,7 +111,6 @@ __all__ = [
     "PASSED",
     "PROBE_PATHS",
     "PROMPT",
-    "QUESTION_PLACES",
     "REASONING",
     "RETRIEVAL",
     "SCORED_NODES",

@@ -107,7 +107,6 @@ class Source:
 # Where a default RAG prompt's question is (`RagPrompt.question`).
 BEFORE: Final = "before"  # the text before the header
 PARAGRAPH: Final = "paragraph"  # the last paragraph before it (the last line after a join)
-QUESTION_PLACES = frozenset({BEFORE, PARAGRAPH})
 
 
 @dataclass(frozen=True, slots=True)
