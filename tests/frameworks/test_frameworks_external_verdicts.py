@@ -14,17 +14,19 @@ its question as an `external:Grounded` result, with its outcome, explanation and
 version as its revision, and is counted per evaluator (`evaluations_total`); and that the
 judge's new version is a new revision on the same answers.
 
-Paging needs hours of verdicts: the verdicts the monitor read in these runs are replayed
-into the alert engine on simulated time (as `tests/alerts/test_external_rules.py` does
-with verdicts it writes itself): the first run's for a baseline, then the second's (the
-app's own fail rate doubled, 1/6 to 2/6) pages; the first's, then the third's (the same
-doubled fail rate, judged by the judge's new version) starts a new baseline and does not
-page."""
+Paging needs hours of verdicts on many questions: the verdicts the monitor read in these
+runs are replayed into the alert engine on simulated time, each on a request of its own
+(the engine takes the repeats of one question as one piece of evidence), as
+`tests/alerts/test_external_rules.py` does with verdicts it writes itself: the first
+run's for a baseline, then the second's (the app's own fail rate doubled, 1/6 to 2/6)
+pages; the first's, then the third's (the same doubled fail rate, judged by the judge's
+new version) starts a new baseline and does not page."""
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pytest
@@ -89,6 +91,10 @@ def _config() -> Config:
     )
 
 
+def _all_in(ids: list[str], results: dict[str, dict[str, EvalResult]]) -> bool:
+    return all(i in results for i in ids)
+
+
 def _metric(monitor: Service, name: str, **labels: str) -> float:
     return monitor.telemetry.registry.get_sample_value(f"rag_monitor_{name}", labels) or 0.0
 
@@ -106,7 +112,7 @@ async def _observe() -> Observed:
             answers, _ = await run_python_app("pydantic_evals", version, variant, endpoint)
             ids = [str(a["trace_id"]) for a in answers]
             await wait_until_async(
-                lambda ids=ids: all(i in capture.results for i in ids),  # type: ignore[misc]
+                partial(_all_in, ids, capture.results),
                 APP_WAIT_S,
                 f"the records of the {version} {variant} run",
             )
@@ -176,17 +182,12 @@ def test_each_verdict_of_the_apps_judge_joins_its_questions_record(observed: Obs
 
 
 def test_the_apps_verdicts_are_counted_per_evaluator(observed: Observed) -> None:
+    counted = observed.counted
     # Five of six pass, then four, then four again.
-    assert observed.counted == {
-        (EVALUATOR, "pass"): 13,
-        (EVALUATOR, "fail"): 5,
-        (EVALUATOR, "error"): 0,
-        ("local_relevance", "pass"): observed.counted[("local_relevance", "pass")],
-        ("local_relevance", "fail"): observed.counted[("local_relevance", "fail")],
-        ("local_relevance", "error"): 0,
-    }
-    own = observed.counted[("local_relevance", "pass")] + observed.counted[("local_relevance", "fail")]
-    assert own == 18  # counted apart: the monitor's own verdict on each record too
+    assert [counted[(EVALUATOR, o)] for o in ("pass", "fail", "error")] == [13, 5, 0]
+    # Counted apart from the monitor's own verdict on each record.
+    own = [counted[("local_relevance", o)] for o in ("pass", "fail", "error")]
+    assert (own[0] + own[1], own[2]) == (18, 0)
     assert observed.refused == 0
 
 

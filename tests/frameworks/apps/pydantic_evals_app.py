@@ -175,7 +175,9 @@ def main(judge_version: str, variant: str, endpoint: str) -> None:
     trace.set_tracer_provider(provider)
     logs = LoggerProvider(resource=provider.resource)
     logs.add_log_record_processor(
-        BatchLogRecordProcessor(OTLPLogExporter(endpoint=endpoint.replace("/v1/traces", "/v1/logs")))
+        BatchLogRecordProcessor(
+            OTLPLogExporter(endpoint=endpoint.replace("/v1/traces", "/v1/logs"))
+        )
     )
     set_logger_provider(logs)
     agent: Agent[None, str] = Agent(_model(planted), tools=[search_kb])
