@@ -239,6 +239,10 @@ def _run_spans(run: str, after_digit: bool) -> tuple[tuple[int, int], ...]:
     number_end: dict[int, int] = {}
     in_number: set[int] = set()
     for a, b in _numerals(run):
+        last = owner[b - 1]
+        if a < starts[last] and b < starts[last] + len(words[last][0]) and words[last][1] == "q":
+            # The numeral's last characters start a measure word (七十五 / 千瓦时).
+            b = starts[last]
         k = owner[a]
         word, tag = words[k]
         numeral = run[a:b]
@@ -252,7 +256,10 @@ def _run_spans(run: str, after_digit: bool) -> tuple[tuple[int, int], ...]:
             # follows (六人, 两国), cut as one word or not (六个人).
             or (a == starts[k] and tag not in _NAME_TAGS and tag != "nz")
         )
-        if numeric and word not in _NOT_QUANTITIES and value(numeral) is not None:
+        # After a digit a numeral is its scale (3万人), unless it starts a longer measure
+        # word (75千瓦时, 3千米: kilowatt hours, kilometres).
+        unit_word = after_digit and a == 0 and tag == "q" and len(word) > b - a
+        if numeric and not unit_word and word not in _NOT_QUANTITIES and value(numeral) is not None:
             number_end[a] = b
             in_number.update(range(a, b))
     out: list[tuple[int, int]] = []
@@ -294,12 +301,42 @@ def spans(text: str, other: re.Pattern[str]) -> list[tuple[int, int]]:
                 and found[-1][1] == start
                 and text[found[-1][0]].isdigit()
                 and (text[start] in _SCALES or text[start] in _UNITS)
+                and all(c in _NUMERAL for c in text[start:end])
             ):
                 start = found.pop()[0]
+                if (
+                    found
+                    and found[-1][1] == start
+                    and text[found[-1][0]].isdigit()
+                    and text[found[-1][1] - 1] in _UNITS
+                ):
+                    # 3千2百: the thousands and the hundreds of one number.
+                    start = found.pop()[0]
             found.append((start, end))
         at = run.end()
     found.extend(m.span() for m in other.finditer(text, at))
     return found
+
+
+def written_values(text: str) -> list[float]:
+    """The values of every numeral written in `text`, inside words too (周三, 晚十点: the
+    segmenter keeps them in a word), and 1 for a lone 一 before a word (一枚: "a" and
+    "one"), and an hour of the clock also as the afternoon's (六点: 18 o'clock): what a
+    context supports, read generously, since a claim's number is checked against it."""
+    out: list[float] = []
+    for run in _HAN_RUN.finditer(text):
+        chunk = run.group()
+        for a, b in _numerals(chunk):
+            numeral = chunk[a:b]
+            found = value(numeral)
+            if found is None and numeral == "一" and b < len(chunk):
+                found = 1.0
+            if found is None:
+                continue
+            out.append(found)
+            if b < len(chunk) and chunk[b] in _POINTS and 0 < found <= 12:
+                out.append(found + 12)
+    return out
 
 
 @_CachedShort

@@ -7,11 +7,12 @@ import itertools
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from monitor.detector.cjk import is_chinese, numeral_start, pairs, word_pairs
+from monitor.detector.cjk import is_chinese, numeral_start, pairs, word_pairs, written_values
 from monitor.detector.text import (
     STOPWORDS,
     TOKEN_CACHE,
     canonical,
+    canonical_number,
     fold,
     number_value,
     stem,
@@ -66,6 +67,7 @@ class Support:
         if sentence.text[0] > "\u2fff" or not sentence.text.isascii():
             if is_chinese(sentence.text):
                 self.han_pairs.update(pairs(sentence.text))
+                self.numbers.update(canonical_number(v) for v in written_values(sentence.text))
         seq: list[str] = []
         # Bound once: this loop runs for every token of every context sentence.
         numbers, words, stems, prefixes = self.numbers, self.words, self.stems, self.prefixes

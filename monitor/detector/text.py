@@ -303,7 +303,7 @@ def number_value(token: str) -> str | None:
     if token[0].isalpha() and token.lower() not in _NUMBER_WORDS:
         if cjk.numeral_start(token):
             found = cjk.value(token)
-            return None if found is None else _canonical_number(found)
+            return None if found is None else canonical_number(found)
         return None
     raw = token.lower().replace("$", "").replace("percent", "").replace("%", "").strip()
     if raw[-2:] in ("st", "nd", "rd", "th") and raw[:-2].isdigit():
@@ -320,11 +320,11 @@ def number_value(token: str) -> str | None:
     except ValueError:
         # An Arabic number with a Chinese scale ("3万", "1.5亿").
         mixed = cjk.value(raw) if cjk.has_han(raw) else None
-        return raw if mixed is None else _canonical_number(mixed)
-    return _canonical_number(value)
+        return raw if mixed is None else canonical_number(mixed)
+    return canonical_number(value)
 
 
-def _canonical_number(value: float) -> str:
+def canonical_number(value: float) -> str:
     if value.is_integer() and abs(value) < 1e18:
         return str(int(value))
     return repr(value)
