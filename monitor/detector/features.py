@@ -156,7 +156,7 @@ def _check(sentence: Sentence, context: Support, question: Support) -> SentenceC
             continue
         content += 1
         seq.append(stem(word))
-        if context.has_word(word):
+        if context.has_word(word) or context.has_name_glued(word):
             continue
         unsupported_context += 1
         if question.has_word(word):
