@@ -22,6 +22,7 @@ from monitor.detector.contradiction import Contradiction
 from monitor.detector.embedding import Embedder
 from monitor.detector.polarity import (
     contradicts,
+    han_flip,
     negated_words,
     restates,
     same_claim,
@@ -321,12 +322,35 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
             check.far = list(check.unsupported)
             check.soft_unsupported = check.rare_unsupported = len(check.unsupported)
             check.specific_unsupported = float(len(check.unsupported))
+    contradictions += _han_flips(claims, checks, evidence, contradictions)
     find_invented(checks, evidence_vectors, embedder)
     contradictions += _substitutions(query, claims, checks, sentence_texts, contradictions)
     strong = [c for c in contradictions if c.decisive]
     invented = [c for c in contradictions if c.invented and c.kind != "negation"]
     summary = np.concatenate([summarise(checks), [len(contradictions), len(strong), len(invented)]])
     return Analysis(features=summary, sentences=checks, contradictions=contradictions)
+
+
+def _han_flips(
+    claims: list[Sentence],
+    checks: list[SentenceCheck],
+    evidence: list[Sentence],
+    found: list[Contradiction],
+) -> list[Contradiction]:
+    """Chinese claims whose polarity differs from the context clause restating them
+    (`polarity.han_flip`): read clause by clause, since a Chinese sentence strings several
+    facts with commas and the word vectors cannot tell a restatement from a neighbour."""
+    done = {c.claim for c in found if c.decisive}
+    chinese = [e for e in evidence if cjk.is_chinese(e.text)]
+    out = []
+    for claim, check in zip(claims, checks, strict=True):
+        if check.abstains or claim.text in done or not chinese or not cjk.is_chinese(claim.text):
+            continue
+        flip = han_flip(claim, chinese)
+        if flip is not None:
+            check.negation_mismatch = True
+            out.append(contradiction.negation(claim.text, flip[0], flip[1]))
+    return out
 
 
 def _substitutions(
