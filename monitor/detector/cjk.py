@@ -348,6 +348,20 @@ def names(text: str) -> frozenset[str]:
     )
 
 
+# Segmenter tags of nouns: common, place, direction and proper ones (n, nr, ns, nt, nz,
+# ng, nrt, nrfg; s a place word, f a direction word).
+_NOUN_TAGS = ("n", "s", "f")
+
+
+@_CachedShort
+def nouns(text: str) -> frozenset[str]:
+    """The words of `text` the segmenter reads as nouns there (a tag depends on the words
+    around it)."""
+    return frozenset(
+        w for w, tag in rjieba.tag(simplified(text)) if tag.startswith(_NOUN_TAGS) and len(w) > 1
+    )
+
+
 # Dictionary frequencies (jieba's counts) at which a word is as common as a function word
 # (specificity 0) and as rare as a name (1); in between, by the logarithm.
 _COMMON = 5_000

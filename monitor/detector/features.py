@@ -323,6 +323,7 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
             check.soft_unsupported = check.rare_unsupported = len(check.unsupported)
             check.specific_unsupported = float(len(check.unsupported))
     contradictions += _han_flips(claims, checks, evidence, contradictions)
+    contradictions += _han_kinds(claims, checks, evidence)
     find_invented(checks, evidence_vectors, embedder)
     contradictions += _substitutions(query, claims, checks, sentence_texts, contradictions)
     strong = [c for c in contradictions if c.decisive]
@@ -351,6 +352,52 @@ def _han_flips(
             check.negation_mismatch = True
             out.append(contradiction.negation(claim.text, flip[0], flip[1]))
     return out
+
+
+def _han_kinds(
+    claims: list[Sentence], checks: list[SentenceCheck], evidence: list[Sentence]
+) -> list[Contradiction]:
+    """Chinese nouns swapped for another of their kind: a claim noun the context lacks,
+    standing next to the same word as a context noun of its length that ends in the same
+    character (a Chinese compound's head is its last character: 体育馆 and 文化馆 are both
+    halls, 南部 and 西部 both parts)."""
+    out = []
+    chinese = [e for e in evidence if cjk.is_chinese(e.text)]
+    for claim, check in zip(claims, checks, strict=True):
+        if check.abstains or not chinese or not cjk.is_chinese(claim.text):
+            continue
+        nouns = cjk.nouns(claim.text)
+        far = {w for w in check.far if len(w) > 1 and w[0] > "\u2fff" and w in nouns}
+        if not far:
+            continue
+        found = _han_kind(claim.folded, far, chinese)
+        if found is not None:
+            out.append(Contradiction("kind", found[0], found[1], claim.text))
+    return out
+
+
+def _han_kind(words: list[str], far: set[str], evidence: list[Sentence]) -> tuple[str, str] | None:
+    for i, word in enumerate(words):
+        if word not in far:
+            continue
+        before = words[i - 1] if i > 0 else None
+        after = words[i + 1] if i + 1 < len(words) else None
+        for sentence in evidence:
+            theirs = sentence.folded
+            for j, other in enumerate(theirs):
+                if (
+                    len(other) != len(word)
+                    or other == word
+                    or other[-1] != word[-1]
+                    or other in words
+                    or other not in cjk.nouns(sentence.text)
+                ):
+                    continue
+                if (before is not None and j > 0 and theirs[j - 1] == before) or (
+                    after is not None and j + 1 < len(theirs) and theirs[j + 1] == after
+                ):
+                    return word, other
+    return None
 
 
 def _substitutions(
