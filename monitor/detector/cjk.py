@@ -40,6 +40,8 @@ _SCALES = {"万": 10_000, "萬": 10_000, "亿": 100_000_000, "億": 100_000_000}
 _POINTS = frozenset("点點")
 _NUMERAL = frozenset(_DIGITS) | frozenset(_UNITS) | frozenset(_SCALES)
 _ORDINAL = "第"
+# The other ordinal prefix, of "first" only (首次, 首批: 第一次, 第一批).
+_FIRST = "首"
 _PERCENT = "百分之"
 # Words written with numerals that state no quantity ("very", "by all means", "in case").
 _NOT_QUANTITIES = frozenset("十分 千万 万一 一一 万万 千千万万".split())
@@ -320,12 +322,14 @@ def spans(text: str, other: re.Pattern[str]) -> list[tuple[int, int]]:
 
 def written_values(text: str) -> list[float]:
     """The values of every numeral written in `text`, inside words too (周三, 晚十点: the
-    segmenter keeps them in a word), and 1 for a lone 一 before a word (一枚: "a" and
-    "one"), and an hour of the clock also as the afternoon's (六点: 18 o'clock): what a
+    segmenter keeps them in a word), 1 for a lone 一 before a word (一枚: "a" and "one")
+    and for the ordinal prefix 首 ("first": 首批, 首次, as 第一), and an hour of the clock also as the afternoon's (六点: 18 o'clock): what a
     context supports, read generously, since a claim's number is checked against it."""
     out: list[float] = []
     for run in _HAN_RUN.finditer(text):
         chunk = run.group()
+        if _FIRST in chunk[:-1]:
+            out.append(1.0)
         for a, b in _numerals(chunk):
             numeral = chunk[a:b]
             found = value(numeral)

@@ -39,6 +39,9 @@ _CLAUSE_SUPPORTED = 1
 _THIN_WORDS = 2
 _THIN_WEIGHT = 1.2
 _THIN_SUPPORTED = 2
+# A Chinese word none of whose characters the context writes weighs at least this much in a
+# clause, however common: the dictionary's frequency makes most everyday words weigh little.
+_NOVEL_HAN = 0.3
 # A candidate clause this close (word-vector bags) to a context sentence restates it.
 _RESTATED_CLAUSE = 0.55
 
@@ -67,7 +70,8 @@ def _clauses(check: SentenceCheck) -> list[tuple[str, float, int, int]]:
                 weight += 1.0
                 missing += 1
             elif form in far:
-                weight += check.specific.get(form, 1.0)
+                found = check.specific.get(form, 1.0)
+                weight += max(found, _NOVEL_HAN) if form in check.novel else found
                 missing += 1
             else:
                 supported += 1

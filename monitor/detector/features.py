@@ -188,6 +188,13 @@ def _check(sentence: Sentence, context: Support, question: Support) -> SentenceC
     )
 
 
+def _novel(word: str, han_chars: set[str]) -> bool:
+    """Whether a Chinese word has no character the context writes: a paraphrase in Chinese
+    mostly keeps a character of the word it restates (开封 / 开瓶, 用完 / 喝完), a word of a
+    topic the context lacks keeps none, however common it is."""
+    return bool(han_chars) and word[0] > "\u2fff" and not any(c in han_chars for c in word)
+
+
 def _unit_after(sentence: Sentence, i: int) -> str | None:
     """The unit of conversion written within two words after number `i` ("58 degrees
     Fahrenheit", "400°F", "12 miles")."""
@@ -295,6 +302,7 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
             names = {fold(t) for c in checks for t in c.unsupported_entities}
             # A Chinese word's vector is mostly its characters' byte pieces (the vocabulary
             # has few Chinese words): its closeness says nothing, so none is a paraphrase.
+            han_chars = {c for pair in context.han_pairs for c in pair}
             close = {
                 w
                 for w, s in zip(missing, closeness, strict=True)
@@ -305,6 +313,7 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
                 far = [w for w in check.unsupported if w.isalpha() and w not in close]
                 check.far = [*far, *check.unsupported_numbers]
                 check.specific = {w: embedder.specificity(w) for w in far}
+                check.novel = {w for w in far if _novel(w, han_chars)}
                 extra = len(check.unsupported_numbers) + int(check.negation_mismatch)
                 check.soft_unsupported = len(far) + extra
                 check.rare_unsupported = sum(1 for w in far if embedder.rare(w)) + extra

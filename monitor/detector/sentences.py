@@ -148,6 +148,8 @@ class SentenceCheck:
     far: list[str] = field(default_factory=list)
     # How specific each of those words is (0 for the most common words, 1 for rare ones).
     specific: dict[str, float] = field(default_factory=dict)
+    # Those of them that are Chinese words none of whose characters the context writes.
+    novel: set[str] = field(default_factory=set)
     # The context sentence closest to this one (what the second stage reads it against).
     evidence: str = ""
     # Its invented clauses (`clauses.find_invented`), each with whether it is thin.
