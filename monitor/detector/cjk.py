@@ -42,6 +42,8 @@ _NUMERAL = frozenset(_DIGITS) | frozenset(_UNITS) | frozenset(_SCALES)
 _ORDINAL = "第"
 # The other ordinal prefix, of "first" only (首次, 首批: 第一次, 第一批).
 _FIRST = "首"
+# The last character of 下午 "afternoon" and the first of 晚上 "evening", before an hour.
+_AFTERNOON = frozenset("午晚")
 _PERCENT = "百分之"
 # Words written with numerals that state no quantity ("very", "by all means", "in case").
 _NOT_QUANTITIES = frozenset("十分 千万 万一 一一 万万 千千万万".split())
@@ -338,7 +340,13 @@ def written_values(text: str) -> list[float]:
             if found is None:
                 continue
             out.append(found)
-            if b < len(chunk) and chunk[b] in _POINTS and 0 < found <= 12:
+            if (
+                b < len(chunk)
+                and chunk[b] in _POINTS
+                and 0 < found <= 12
+                and a > 0
+                and chunk[a - 1] in _AFTERNOON
+            ):
                 out.append(found + 12)
     return out
 

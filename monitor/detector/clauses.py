@@ -58,7 +58,7 @@ def _clauses(check: SentenceCheck) -> list[tuple[str, float, int, int]]:
         words = tokens(clause)
         if _ADVICE.intersection(fold_all(clause, words)) or _COURTESY.search(clause):
             continue
-        supported = missing = 0
+        supported = missing = novel = 0
         weight = 0.0
         for token in words:
             form, value = normalise(token)
@@ -73,8 +73,13 @@ def _clauses(check: SentenceCheck) -> list[tuple[str, float, int, int]]:
                 found = check.specific.get(form, 1.0)
                 weight += max(found, _NOVEL_HAN) if form in check.novel else found
                 missing += 1
+                novel += form in check.novel
             else:
                 supported += 1
+        if missing >= _THIN_WORDS and novel == missing and supported <= _CLAUSE_SUPPORTED:
+            # A Chinese clause none of whose missing words shares a character with the
+            # context: a topic of its own, however common its words (主要来自海外市场).
+            weight = max(weight, _CLAUSE_WEIGHT)
         out.append((clause.strip(), weight, missing, supported))
     return out
 
