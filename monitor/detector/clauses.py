@@ -39,9 +39,6 @@ _CLAUSE_SUPPORTED = 1
 _THIN_WORDS = 2
 _THIN_WEIGHT = 1.2
 _THIN_SUPPORTED = 2
-# A Chinese word none of whose characters the context writes weighs at least this much in a
-# clause, however common: the dictionary's frequency makes most everyday words weigh little.
-_NOVEL_HAN = 0.3
 # A candidate clause this close (word-vector bags) to a context sentence restates it.
 _RESTATED_CLAUSE = 0.55
 
@@ -70,8 +67,7 @@ def _clauses(check: SentenceCheck) -> list[tuple[str, float, int, int]]:
                 weight += 1.0
                 missing += 1
             elif form in far:
-                found = check.specific.get(form, 1.0)
-                weight += max(found, _NOVEL_HAN) if form in check.novel else found
+                weight += check.specific.get(form, 1.0)
                 missing += 1
                 novel += form in check.novel
             else:
