@@ -21,7 +21,9 @@ from monitor.detector.clauses import find_invented
 from monitor.detector.contradiction import Contradiction
 from monitor.detector.embedding import Embedder
 from monitor.detector.polarity import (
+    HanClause,
     contradicts,
+    han_evidence,
     han_flip,
     negated_words,
     restates,
@@ -352,11 +354,16 @@ def _han_flips(
     facts with commas and the word vectors cannot tell a restatement from a neighbour."""
     done = {c.claim for c in found if c.decisive}
     chinese = [e for e in evidence if cjk.is_chinese(e.text)]
-    out = []
+    out: list[Contradiction] = []
+    if not chinese:
+        return out
+    clauses: list[HanClause] | None = None
     for claim, check in zip(claims, checks, strict=True):
-        if check.abstains or claim.text in done or not chinese or not cjk.is_chinese(claim.text):
+        if check.abstains or claim.text in done or not cjk.is_chinese(claim.text):
             continue
-        flip = han_flip(claim, chinese)
+        if clauses is None:
+            clauses = han_evidence(chinese)
+        flip = han_flip(claim, clauses)
         if flip is not None:
             check.negation_mismatch = True
             out.append(contradiction.negation(claim.text, flip[0], flip[1]))
@@ -386,12 +393,13 @@ def _han_kinds(
 
 
 def _han_kind(words: list[str], far: set[str], evidence: list[Sentence]) -> tuple[str, str] | None:
+    nouns: dict[int, frozenset[str]] = {}
     for i, word in enumerate(words):
         if word not in far:
             continue
         before = words[i - 1] if i > 0 else None
         after = words[i + 1] if i + 1 < len(words) else None
-        for sentence in evidence:
+        for k, sentence in enumerate(evidence):
             theirs = sentence.folded
             for j, other in enumerate(theirs):
                 if (
@@ -399,8 +407,11 @@ def _han_kind(words: list[str], far: set[str], evidence: list[Sentence]) -> tupl
                     or other == word
                     or other[-1] != word[-1]
                     or other in words
-                    or other not in cjk.nouns(sentence.text)
                 ):
+                    continue
+                if k not in nouns:
+                    nouns[k] = cjk.nouns(sentence.text)
+                if other not in nouns[k]:
                     continue
                 if (before is not None and j > 0 and theirs[j - 1] == before) or (
                     after is not None and j + 1 < len(theirs) and theirs[j + 1] == after

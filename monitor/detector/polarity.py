@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from rjieba import has_word
 
+from monitor.detector.cjk import pairs as han_pairs
 from monitor.detector.embedding import Embedder
 from monitor.detector.sentences import Sentence
 from monitor.detector.text import (
@@ -192,18 +193,26 @@ def _states(word: str, words: set[str], pairs: set[str]) -> bool:
     return word in words or all(word[i : i + 2] in pairs for i in range(len(word) - 1))
 
 
-def han_flip(claim: Sentence, evidence: list[Sentence]) -> tuple[str, frozenset[str]] | None:
+HanClause = tuple[Sentence, set[str], tuple[set[str], set[str], set[str]]]
+
+
+def han_evidence(evidence: list[Sentence]) -> list[HanClause]:
+    """The clauses of Chinese evidence sentences, each with its character pairs and its
+    content (`_han_content`), read once for all the claims."""
+    return [
+        (p, han_pairs(p.text), _han_content(p))
+        for p in (Sentence.parse(c) for e in evidence for c in han_clauses(e.text))
+        if p.raw
+    ]
+
+
+def han_flip(claim: Sentence, parsed: list[HanClause]) -> tuple[str, frozenset[str]] | None:
     """A Chinese claim clause that negates what the evidence clause restating it states, or
     states what it negates: the evidence clause and the flipped words. The evidence clause is
-    the one sharing most of the claim clause's content words and numbers; the flip counts
-    when the flipped words are stated on one side and negated on the other, and the clauses
-    share something besides (a number, another word) or the flip is two words or more."""
-    from monitor.detector.cjk import pairs as han_pairs
-
-    parsed = [
-        (Sentence.parse(c), han_pairs(c)) for e in evidence for c in han_clauses(e.text)
-    ]
-    parsed = [(p, pairs, _han_content(p)) for p, pairs in parsed if p.raw]
+    the one sharing most of the claim clause's content words and numbers (`han_evidence`);
+    the flip counts when the flipped words are stated on one side and negated on the other,
+    and the clauses share something besides (a number, another word), or the flip is two
+    words or more, or one of the clauses has at most two content words."""
     for text in han_clauses(claim.text):
         clause = Sentence.parse(text)
         if not clause.raw:
