@@ -1,11 +1,11 @@
 """The embedded detector on Chinese: the planted-error probe and the CPU a record costs.
 
-    python -m bench.detector_chinese [--split dev|heldout|all] [--show-misses] [--cpu]
+    python -m bench.detector_chinese [--split dev|heldout|seen|all] [--show-misses] [--cpu]
 
 Scores the Chinese probe (`training/probe_zh.py`) with the shipped first stage at the
-shipped threshold: per half, the share of planted errors failing per kind and the share of
+shipped threshold: per split, the share of planted errors failing per kind and the share of
 faithful answers failing. `--show-misses` prints the misses (read them on `dev` only: the
-held-out half is for the report). `--cpu` scores every probe record and its English
+held-out split is for the report). `--cpu` scores every probe record and its English
 counterpart of the family probe (`training/probe_families.py`, the same number of records)
 several times on one thread and prints each language's thread CPU per record and their
 ratio (least of five interleaved passes, so other load on the machine moves it little;
@@ -42,10 +42,10 @@ def _verdict(record: dict[str, object]) -> GroundednessVerdict:
 
 
 def probe_table(split: str, show_misses: bool = False) -> dict[str, dict[str, float]]:
-    """Per half: the share failing of each error kind, of all errors, and of faithful
+    """Per split: the share failing of each error kind, of all errors, and of faithful
     answers (key "faithful")."""
     out: dict[str, dict[str, float]] = {}
-    for half in ("dev", "heldout") if split == "all" else (split,):
+    for half in tuple(probe_zh.ITEMS) if split == "all" else (split,):
         failing: defaultdict[str, list[bool]] = defaultdict(list)
         for record in probe_zh.build(half):
             label = record["label"]
@@ -102,7 +102,7 @@ def cpu_table() -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--split", choices=("dev", "heldout", "all"), default="all")
+    parser.add_argument("--split", choices=(*probe_zh.ITEMS, "all"), default="all")
     parser.add_argument("--show-misses", action="store_true")
     parser.add_argument("--cpu", action="store_true")
     args = parser.parse_args(argv)

@@ -73,6 +73,7 @@ APP_ENVS = {
     "anthropic": "anthropic",
     "llama_index_otel": "llama-index-otel",
     "agento11y": "agento11y",
+    "pydantic_evals": "pydantic-evals",
 }
 
 

@@ -40,6 +40,10 @@ _SCALES = {"万": 10_000, "萬": 10_000, "亿": 100_000_000, "億": 100_000_000}
 _POINTS = frozenset("点點")
 _NUMERAL = frozenset(_DIGITS) | frozenset(_UNITS) | frozenset(_SCALES)
 _ORDINAL = "第"
+# The other ordinal prefix, of "first" only (首次, 首批: 第一次, 第一批).
+_FIRST = "首"
+# The last character of 下午 "afternoon" and the first of 晚上 "evening", before an hour.
+_AFTERNOON = frozenset("午晚")
 _PERCENT = "百分之"
 # Words written with numerals that state no quantity ("very", "by all means", "in case").
 _NOT_QUANTITIES = frozenset("十分 千万 万一 一一 万万 千千万万".split())
@@ -239,6 +243,10 @@ def _run_spans(run: str, after_digit: bool) -> tuple[tuple[int, int], ...]:
     number_end: dict[int, int] = {}
     in_number: set[int] = set()
     for a, b in _numerals(run):
+        last = owner[b - 1]
+        if a < starts[last] and b < starts[last] + len(words[last][0]) and words[last][1] == "q":
+            # The numeral's last characters start a measure word (七十五 / 千瓦时).
+            b = starts[last]
         k = owner[a]
         word, tag = words[k]
         numeral = run[a:b]
@@ -252,7 +260,10 @@ def _run_spans(run: str, after_digit: bool) -> tuple[tuple[int, int], ...]:
             # follows (六人, 两国), cut as one word or not (六个人).
             or (a == starts[k] and tag not in _NAME_TAGS and tag != "nz")
         )
-        if numeric and word not in _NOT_QUANTITIES and value(numeral) is not None:
+        # After a digit a numeral is its scale (3万人), unless it starts a longer measure
+        # word (75千瓦时, 3千米: kilowatt hours, kilometres).
+        unit_word = after_digit and a == 0 and tag == "q" and len(word) > b - a
+        if numeric and not unit_word and word not in _NOT_QUANTITIES and value(numeral) is not None:
             number_end[a] = b
             in_number.update(range(a, b))
     out: list[tuple[int, int]] = []
@@ -294,12 +305,50 @@ def spans(text: str, other: re.Pattern[str]) -> list[tuple[int, int]]:
                 and found[-1][1] == start
                 and text[found[-1][0]].isdigit()
                 and (text[start] in _SCALES or text[start] in _UNITS)
+                and all(c in _NUMERAL for c in text[start:end])
             ):
                 start = found.pop()[0]
+                if (
+                    found
+                    and found[-1][1] == start
+                    and text[found[-1][0]].isdigit()
+                    and text[found[-1][1] - 1] in _UNITS
+                ):
+                    # 3千2百: the thousands and the hundreds of one number.
+                    start = found.pop()[0]
             found.append((start, end))
         at = run.end()
     found.extend(m.span() for m in other.finditer(text, at))
     return found
+
+
+def written_values(text: str) -> list[float]:
+    """The values of every numeral written in `text`, inside words too (周三, 晚十点: the
+    segmenter keeps them in a word), 1 for a lone 一 before a word (一枚: "a" and "one")
+    and for the ordinal prefix 首 ("first": 首批, 首次, as 第一), and an hour of the clock also as the afternoon's (六点: 18 o'clock): what a
+    context supports, read generously, since a claim's number is checked against it."""
+    out: list[float] = []
+    for run in _HAN_RUN.finditer(text):
+        chunk = run.group()
+        if _FIRST in chunk[:-1]:
+            out.append(1.0)
+        for a, b in _numerals(chunk):
+            numeral = chunk[a:b]
+            found = value(numeral)
+            if found is None and numeral == "一" and b < len(chunk):
+                found = 1.0
+            if found is None:
+                continue
+            out.append(found)
+            if (
+                b < len(chunk)
+                and chunk[b] in _POINTS
+                and 0 < found <= 12
+                and a > 0
+                and chunk[a - 1] in _AFTERNOON
+            ):
+                out.append(found + 12)
+    return out
 
 
 @_CachedShort
@@ -308,6 +357,20 @@ def names(text: str) -> frozenset[str]:
     organisation's name there (a tag depends on the words around it)."""
     return frozenset(
         w for w, tag in rjieba.tag(simplified(text)) if tag in _NAME_TAGS and len(w) > 1
+    )
+
+
+# Segmenter tags of nouns: common, place, direction and proper ones (n, nr, ns, nt, nz,
+# ng, nrt, nrfg; s a place word, f a direction word).
+_NOUN_TAGS = ("n", "s", "f")
+
+
+@_CachedShort
+def nouns(text: str) -> frozenset[str]:
+    """The words of `text` the segmenter reads as nouns there (a tag depends on the words
+    around it)."""
+    return frozenset(
+        w for w, tag in rjieba.tag(simplified(text)) if tag.startswith(_NOUN_TAGS) and len(w) > 1
     )
 
 

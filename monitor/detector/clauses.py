@@ -11,7 +11,7 @@ import numpy as np
 from monitor.detector.cjk import is_chinese
 from monitor.detector.embedding import Embedder
 from monitor.detector.sentences import Sentence, SentenceCheck, normalise
-from monitor.detector.text import DISCOURSE, STOPWORDS, fold, fold_all, tokens
+from monitor.detector.text import DISCOURSE, STOPWORDS, fold, fold_all, is_negation, tokens
 
 # Clause boundaries inside a sentence: punctuation and coordinating words.
 # A comma inside a number ("240,148") splits nothing; full-width punctuation splits too.
@@ -55,10 +55,12 @@ def _clauses(check: SentenceCheck) -> list[tuple[str, float, int, int]]:
         words = tokens(clause)
         if _ADVICE.intersection(fold_all(clause, words)) or _COURTESY.search(clause):
             continue
-        supported = missing = 0
+        supported = missing = novel = 0
         weight = 0.0
+        negated = False
         for token in words:
             form, value = normalise(token)
+            negated = negated or is_negation(form)
             if value is None and (
                 not form.isalpha() or len(form) < 2 or form in STOPWORDS or form in DISCOURSE
             ):
@@ -69,8 +71,20 @@ def _clauses(check: SentenceCheck) -> list[tuple[str, float, int, int]]:
             elif form in far:
                 weight += check.specific.get(form, 1.0)
                 missing += 1
+                novel += form in check.novel
             else:
                 supported += 1
+        if (
+            missing >= _THIN_WORDS
+            and novel == missing
+            and supported <= _CLAUSE_SUPPORTED
+            and not negated
+        ):
+            # A Chinese clause none of whose missing words shares a character with the
+            # context: a topic of its own, however common its words (主要来自海外市场).
+            # Not a negated one: it restates a fact by what no longer holds (不再需要人工看守
+            # for 改为自动化运作), and the negation checks read its polarity.
+            weight = max(weight, _CLAUSE_WEIGHT)
         out.append((clause.strip(), weight, missing, supported))
     return out
 

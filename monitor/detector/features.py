@@ -21,7 +21,10 @@ from monitor.detector.clauses import find_invented
 from monitor.detector.contradiction import Contradiction
 from monitor.detector.embedding import Embedder
 from monitor.detector.polarity import (
+    HanClause,
     contradicts,
+    han_evidence,
+    han_flip,
     negated_words,
     restates,
     same_claim,
@@ -156,7 +159,7 @@ def _check(sentence: Sentence, context: Support, question: Support) -> SentenceC
             continue
         content += 1
         seq.append(stem(word))
-        if context.has_word(word):
+        if context.has_word(word) or context.has_name_glued(word):
             continue
         unsupported_context += 1
         if question.has_word(word):
@@ -185,6 +188,13 @@ def _check(sentence: Sentence, context: Support, question: Support) -> SentenceC
         novel_bigrams=sum(1 for b in pairs if b not in context.bigrams),
         converted=converted,
     )
+
+
+def _novel(word: str, han_chars: set[str]) -> bool:
+    """Whether a Chinese word has no character the context writes: a paraphrase in Chinese
+    mostly keeps a character of the word it restates (开封 / 开瓶, 用完 / 喝完), a word of a
+    topic the context lacks keeps none, however common it is."""
+    return bool(han_chars) and word[0] > "\u2fff" and not any(c in han_chars for c in word)
 
 
 def _unit_after(sentence: Sentence, i: int) -> str | None:
@@ -294,6 +304,7 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
             names = {fold(t) for c in checks for t in c.unsupported_entities}
             # A Chinese word's vector is mostly its characters' byte pieces (the vocabulary
             # has few Chinese words): its closeness says nothing, so none is a paraphrase.
+            han_chars = {c for pair in context.han_pairs for c in pair}
             close = {
                 w
                 for w, s in zip(missing, closeness, strict=True)
@@ -304,6 +315,7 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
                 far = [w for w in check.unsupported if w.isalpha() and w not in close]
                 check.far = [*far, *check.unsupported_numbers]
                 check.specific = {w: embedder.specificity(w) for w in far}
+                check.novel = {w for w in far if _novel(w, han_chars)}
                 extra = len(check.unsupported_numbers) + int(check.negation_mismatch)
                 check.soft_unsupported = len(far) + extra
                 check.rare_unsupported = sum(1 for w in far if embedder.rare(w)) + extra
@@ -321,12 +333,91 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
             check.far = list(check.unsupported)
             check.soft_unsupported = check.rare_unsupported = len(check.unsupported)
             check.specific_unsupported = float(len(check.unsupported))
+    contradictions += _han_flips(claims, checks, evidence, contradictions)
+    contradictions += _han_kinds(claims, checks, evidence)
     find_invented(checks, evidence_vectors, embedder)
     contradictions += _substitutions(query, claims, checks, sentence_texts, contradictions)
     strong = [c for c in contradictions if c.decisive]
     invented = [c for c in contradictions if c.invented and c.kind != "negation"]
     summary = np.concatenate([summarise(checks), [len(contradictions), len(strong), len(invented)]])
     return Analysis(features=summary, sentences=checks, contradictions=contradictions)
+
+
+def _han_flips(
+    claims: list[Sentence],
+    checks: list[SentenceCheck],
+    evidence: list[Sentence],
+    found: list[Contradiction],
+) -> list[Contradiction]:
+    """Chinese claims whose polarity differs from the context clause restating them
+    (`polarity.han_flip`): read clause by clause, since a Chinese sentence strings several
+    facts with commas and the word vectors cannot tell a restatement from a neighbour."""
+    done = {c.claim for c in found if c.decisive}
+    chinese = [e for e in evidence if cjk.is_chinese(e.text)]
+    out: list[Contradiction] = []
+    if not chinese:
+        return out
+    clauses: list[HanClause] | None = None
+    for claim, check in zip(claims, checks, strict=True):
+        if check.abstains or claim.text in done or not cjk.is_chinese(claim.text):
+            continue
+        if clauses is None:
+            clauses = han_evidence(chinese)
+        flip = han_flip(claim, clauses)
+        if flip is not None:
+            check.negation_mismatch = True
+            out.append(contradiction.negation(claim.text, flip[0], flip[1]))
+    return out
+
+
+def _han_kinds(
+    claims: list[Sentence], checks: list[SentenceCheck], evidence: list[Sentence]
+) -> list[Contradiction]:
+    """Chinese nouns swapped for another of their kind: a claim noun the context lacks,
+    standing next to the same word as a context noun of its length that ends in the same
+    character (a Chinese compound's head is its last character: 体育馆 and 文化馆 are both
+    halls, 南部 and 西部 both parts)."""
+    out = []
+    chinese = [e for e in evidence if cjk.is_chinese(e.text)]
+    for claim, check in zip(claims, checks, strict=True):
+        if check.abstains or not chinese or not cjk.is_chinese(claim.text):
+            continue
+        nouns = cjk.nouns(claim.text)
+        far = {w for w in check.far if len(w) > 1 and w[0] > "\u2fff" and w in nouns}
+        if not far:
+            continue
+        found = _han_kind(claim.folded, far, chinese)
+        if found is not None:
+            out.append(Contradiction("kind", found[0], found[1], claim.text))
+    return out
+
+
+def _han_kind(words: list[str], far: set[str], evidence: list[Sentence]) -> tuple[str, str] | None:
+    nouns: dict[int, frozenset[str]] = {}
+    for i, word in enumerate(words):
+        if word not in far:
+            continue
+        before = words[i - 1] if i > 0 else None
+        after = words[i + 1] if i + 1 < len(words) else None
+        for k, sentence in enumerate(evidence):
+            theirs = sentence.folded
+            for j, other in enumerate(theirs):
+                if (
+                    len(other) != len(word)
+                    or other == word
+                    or other[-1] != word[-1]
+                    or other in words
+                ):
+                    continue
+                if k not in nouns:
+                    nouns[k] = cjk.nouns(sentence.text)
+                if other not in nouns[k]:
+                    continue
+                if (before is not None and j > 0 and theirs[j - 1] == before) or (
+                    after is not None and j + 1 < len(theirs) and theirs[j + 1] == after
+                ):
+                    return word, other
+    return None
 
 
 def _substitutions(

@@ -4,6 +4,9 @@ permitted on the trails")."""
 
 from __future__ import annotations
 
+from rjieba import has_word
+
+from monitor.detector.cjk import pairs as han_pairs
 from monitor.detector.embedding import Embedder
 from monitor.detector.sentences import Sentence
 from monitor.detector.text import (
@@ -136,3 +139,108 @@ def has_negation(sentence: Sentence) -> bool:
     return any(
         w in NEGATIONS or w in NEGATIVE_POLARITY or w.endswith("n't") for w in sentence.folded
     )
+
+
+# One-character Chinese negators (不 "not", 没/沒 "has not", 未 "not yet"), for a word the
+# segmenter glued one of them onto.
+_HAN_NEGATORS = frozenset("不没沒未")
+# Clause ends inside a Chinese sentence: a negator's scope ends there, and a clause is what
+# restates a clause of the context.
+_HAN_CLAUSE_ENDS = frozenset("，,；;：:、")
+
+
+def han_clauses(text: str) -> list[str]:
+    """A Chinese sentence cut at its clause punctuation (plain scanning)."""
+    out: list[str] = []
+    start = 0
+    for i, char in enumerate(text):
+        if char in _HAN_CLAUSE_ENDS:
+            out.append(text[start:i])
+            start = i + 1
+    out.append(text[start:])
+    return [c for c in out if c.strip()]
+
+
+def _han_content(sentence: Sentence) -> tuple[set[str], set[str], set[str]]:
+    """A Chinese clause's content words (two characters or more), the words a negator in it
+    applies to (every content word after it: the verb of a Chinese clause comes last, after
+    its coverb's object, 不对读者开放), and its numbers."""
+    words: set[str] = set()
+    negated: set[str] = set()
+    numbers = {n for n in sentence.numbers if n is not None}
+    after_negator = False
+    folded = sentence.folded
+    for i, (word, value) in enumerate(zip(folded, sentence.numbers, strict=True)):
+        if is_negation(word) or word in NEGATIVE_POLARITY or _glued_negator(word):
+            # 没有比它更高: a comparison ("none higher than it") negates no statement.
+            after_negator = after_negator or i + 1 == len(folded) or folded[i + 1] != "比"
+            continue
+        if value is not None or len(word) < 2 or not word.isalpha() or word in STOPWORDS:
+            continue
+        words.add(word)
+        if after_negator:
+            negated.add(word)
+    return words, negated, numbers
+
+
+def _glued_negator(word: str) -> bool:
+    """A negator the segmenter cut together with the next character into a word its
+    dictionary lacks (不派 of 不派发)."""
+    return len(word) > 1 and word[0] in _HAN_NEGATORS and not has_word(word)
+
+
+def _states(word: str, words: set[str], pairs: set[str]) -> bool:
+    return word in words or all(word[i : i + 2] in pairs for i in range(len(word) - 1))
+
+
+HanClause = tuple[Sentence, set[str], tuple[set[str], set[str], set[str]]]
+
+
+def han_evidence(evidence: list[Sentence]) -> list[HanClause]:
+    """The clauses of Chinese evidence sentences, each with its character pairs and its
+    content (`_han_content`), read once for all the claims."""
+    return [
+        (p, han_pairs(p.text), _han_content(p))
+        for p in (Sentence.parse(c) for e in evidence for c in han_clauses(e.text))
+        if p.raw
+    ]
+
+
+def han_flip(claim: Sentence, parsed: list[HanClause]) -> tuple[str, frozenset[str]] | None:
+    """A Chinese claim clause that negates what the evidence clause restating it states, or
+    states what it negates: the evidence clause and the flipped words. The evidence clause is
+    the one sharing most of the claim clause's content words and numbers (`han_evidence`);
+    the flip counts when the flipped words are stated on one side and negated on the other,
+    and the clauses share something besides (a number, another word), or the flip is two
+    words or more, or one of the clauses has at most two content words."""
+    for text in han_clauses(claim.text):
+        clause = Sentence.parse(text)
+        if not clause.raw:
+            continue
+        words, negated, numbers = _han_content(clause)
+        if not words:
+            continue
+        best = None
+        best_shared = 0
+        for other, pairs, (o_words, o_negated, o_numbers) in parsed:
+            shared = sum(_states(w, o_words, pairs) for w in words) + len(numbers & o_numbers)
+            if shared > best_shared:
+                best, best_shared = (other, pairs, o_words, o_negated, o_numbers), shared
+        if best is None:
+            continue
+        other, pairs, o_words, o_negated, o_numbers = best
+        if negated and not o_negated and not has_negation(other):
+            flipped = {w for w in negated if _states(w, o_words, pairs)}
+        elif o_negated and not negated and not has_negation(clause):
+            clause_pairs = han_pairs(text)
+            flipped = {w for w in o_negated if _states(w, words, clause_pairs)}
+            best_shared = sum(_states(w, words, clause_pairs) for w in o_words)
+            best_shared += len(numbers & o_numbers)
+        else:
+            continue
+        # One flipped word alone counts where the clauses share more, or one of them says
+        # little else (儿童半价, 不需要预约).
+        short = min(len(words), len(o_words)) <= 2
+        if flipped and (best_shared > len(flipped) or len(flipped) > 1 or short):
+            return other.text, frozenset(flipped)
+    return None

@@ -7,11 +7,19 @@ import itertools
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from monitor.detector.cjk import is_chinese, numeral_start, pairs, word_pairs
+from monitor.detector.cjk import (
+    is_chinese,
+    names,
+    numeral_start,
+    pairs,
+    word_pairs,
+    written_values,
+)
 from monitor.detector.text import (
     STOPWORDS,
     TOKEN_CACHE,
     canonical,
+    canonical_number,
     fold,
     number_value,
     stem,
@@ -61,11 +69,15 @@ class Support:
     # Pairs of Han characters next to each other (`cjk.pairs`): a Chinese word is in the
     # evidence when its characters are, however the segmenter cut either side.
     han_pairs: set[str] = field(default_factory=set)
+    # The names the segmenter reads in the evidence's Chinese sentences (`cjk.names`).
+    han_names: set[str] = field(default_factory=set)
 
     def add(self, sentence: Sentence, grams: bool) -> None:
         if sentence.text[0] > "\u2fff" or not sentence.text.isascii():
             if is_chinese(sentence.text):
                 self.han_pairs.update(pairs(sentence.text))
+                self.numbers.update(canonical_number(v) for v in written_values(sentence.text))
+                self.han_names.update(names(sentence.text))
         seq: list[str] = []
         # Bound once: this loop runs for every token of every context sentence.
         numbers, words, stems, prefixes = self.numbers, self.words, self.stems, self.prefixes
@@ -89,6 +101,12 @@ class Support:
             seq.append(s)
         if grams:
             self.bigrams.update(itertools.pairwise(seq))
+
+    def has_name_glued(self, word: str) -> bool:
+        """Whether a Chinese word is a name of the evidence with the character next to it
+        glued on by the segmenter (温州人, 赵承宗带: a name's characters are rare words to the
+        dictionary, so the character after or before one is often cut with it)."""
+        return len(word) > 2 and (word[:-1] in self.han_names or word[1:] in self.han_names)
 
     def has_word(self, word: str) -> bool:
         return (
@@ -130,6 +148,8 @@ class SentenceCheck:
     far: list[str] = field(default_factory=list)
     # How specific each of those words is (0 for the most common words, 1 for rare ones).
     specific: dict[str, float] = field(default_factory=dict)
+    # Those of them that are Chinese words none of whose characters the context writes.
+    novel: set[str] = field(default_factory=set)
     # The context sentence closest to this one (what the second stage reads it against).
     evidence: str = ""
     # Its invented clauses (`clauses.find_invented`), each with whether it is thin.

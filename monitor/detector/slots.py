@@ -49,6 +49,8 @@ _HEDGES = frozenset(
     "circa approx up".split()
 )
 _APPROXIMATE = 0.1
+# The Chinese hour of the clock (六点, 18点).
+_HOUR = "点"
 
 # Units that are nouns of a count, not of a measure; any noun after a number is a unit here,
 # these are only excluded because they refer back to the answer's layout.
@@ -242,6 +244,9 @@ def same_value(a: Slot, b: Slot) -> bool:
         return bool(_name_overlap(a.value, b.value))
     assert isinstance(a.value, float) and isinstance(b.value, float)
     if a.value == b.value:
+        return True
+    if a.kind == "number" and a.unit == b.unit == _HOUR and abs(a.value - b.value) == 12:
+        # An hour of the clock read on twelve hours or on twenty-four (下午六点, 18点).
         return True
     if a.kind == "number" and (a.hedged or b.hedged):
         return abs(a.value - b.value) <= _APPROXIMATE * max(abs(a.value), abs(b.value))

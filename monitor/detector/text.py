@@ -93,7 +93,7 @@ NEGATIONS = frozenset(
     "aren't wasn't weren't won't wouldn't shouldn't couldn't hasn't haven't hadn't".split()
     # Chinese negators as the segmenter cuts them (Simplified and Traditional).
     + "不 没 沒 没有 沒有 未 无 無 非 别 別 勿 不是 不能 不会 不會 不再 不要 不可 不可以 "
-    "不得 不用 无法 無法 未曾 从未 從未 并非 並非 尚未 不曾 从不 從不 并不 並不".split()
+    "不得 不用 无法 無法 未曾 从未 從未 并非 並非 尚未 不曾 从不 從不 并不 並不 没能 沒能".split()
 )
 
 
@@ -107,6 +107,8 @@ def is_negation(word: str) -> bool:
 NEGATIVE_POLARITY = frozenset(
     "impossible unable fail fails failed failure lack lacks lacking without absent hardly "
     "rarely seldom neither prevent prevents avoid avoids refuse refused difficult unlikely".split()
+    # Their Chinese counterparts: "forbid", "forbidden to use", "decline", "refuse".
+    + "禁止 禁用 谢绝 謝絕 拒绝 拒絕".split()
 )
 _NUMBER_WORDS = {
     "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6",
@@ -303,7 +305,7 @@ def number_value(token: str) -> str | None:
     if token[0].isalpha() and token.lower() not in _NUMBER_WORDS:
         if cjk.numeral_start(token):
             found = cjk.value(token)
-            return None if found is None else _canonical_number(found)
+            return None if found is None else canonical_number(found)
         return None
     raw = token.lower().replace("$", "").replace("percent", "").replace("%", "").strip()
     if raw[-2:] in ("st", "nd", "rd", "th") and raw[:-2].isdigit():
@@ -320,11 +322,11 @@ def number_value(token: str) -> str | None:
     except ValueError:
         # An Arabic number with a Chinese scale ("3万", "1.5亿").
         mixed = cjk.value(raw) if cjk.has_han(raw) else None
-        return raw if mixed is None else _canonical_number(mixed)
-    return _canonical_number(value)
+        return raw if mixed is None else canonical_number(mixed)
+    return canonical_number(value)
 
 
-def _canonical_number(value: float) -> str:
+def canonical_number(value: float) -> str:
     if value.is_integer() and abs(value) < 1e18:
         return str(int(value))
     return repr(value)

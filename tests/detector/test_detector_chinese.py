@@ -8,6 +8,8 @@ import pytest
 from bench import detector_chinese
 from monitor.config import EvaluatorConfig
 from monitor.detector import cjk, score_groundedness
+from monitor.detector.embedding import shared_embedder
+from monitor.detector.features import analyse
 from monitor.detector.text import fold, number_value, sentences, tokens
 from monitor.evaluators.local import LocalGroundedness, LocalRelevance, LocalSafety
 from monitor.processors.evaluation._task import planned
@@ -105,28 +107,130 @@ def test_a_traditional_answer_is_read_against_simplified_documents() -> None:
     assert score_groundedness("黑麥麵包多少錢？", _CONTEXT, "黑麥麵包一個要十五歐元。").score < 0.5
 
 
-def test_the_probe_has_both_halves_every_kind_and_paraphrased_faithful_answers() -> None:
-    dev, heldout = probe_zh.build("dev"), probe_zh.build("heldout")
-    assert len(probe_zh.DEV) + len(probe_zh.HELDOUT) >= 36
-    for half in (dev, heldout):
-        kinds = {r["label"]["kind"] for r in half}  # type: ignore[index]
+def test_the_probe_has_its_splits_every_kind_and_paraphrased_faithful_answers() -> None:
+    assert len(probe_zh.DEV) >= 60 and len(probe_zh.HELDOUT) >= 30 and len(probe_zh.SEEN) == 16
+    for split in probe_zh.ITEMS:
+        records = probe_zh.build(split)
+        kinds = {r["label"]["kind"] for r in records}  # type: ignore[index]
         assert kinds == {"faithful", *probe_zh.KINDS}
-        assert {r["label"]["script"] for r in half} == {"simplified", "traditional"}  # type: ignore[index]
-    items = {i.question: i for i in (*probe_zh.DEV, *probe_zh.HELDOUT)}
-    assert not {i.question for i in probe_zh.DEV} & {i.question for i in probe_zh.HELDOUT}
+        assert {r["label"]["script"] for r in records} == {"simplified", "traditional"}  # type: ignore[index]
+    every = (*probe_zh.DEV, *probe_zh.HELDOUT, *probe_zh.SEEN)
+    items = {i.question: i for i in every}
+    assert len(items) == len(every)  # no question in two splits
     for item in items.values():
         # Paraphrased: a faithful answer is no sentence of its documents.
         assert all(item.faithful not in doc for doc in item.documents)
 
 
+# The held-out split as measured once the detector was done (docs/quality.md): bars, not
+# targets, so that a change losing what it catches fails here.
+HELDOUT_FAITHFUL = 0.20
+HELDOUT_ERRORS = 0.84
+
+
 def test_the_probe_scores_at_the_bars_docs_quality_states() -> None:
-    """The figures docs/quality.md gives (both halves at the shipped threshold): a change
+    """The figures docs/quality.md gives (every split at the shipped threshold): a change
     that loses planted errors or fails more faithful answers fails here."""
     table = detector_chinese.probe_table("all")
-    assert table["dev"]["faithful"] <= 0.0
-    assert table["dev"]["all errors"] >= 0.80
-    assert table["heldout"]["faithful"] <= 0.19
-    assert table["heldout"]["all errors"] >= 0.87
+    assert table["dev"]["faithful"] <= 0.05
+    assert table["dev"]["all errors"] >= 0.86
+    assert table["heldout"]["faithful"] <= HELDOUT_FAITHFUL
+    assert table["heldout"]["all errors"] >= HELDOUT_ERRORS
+    # The first round's held-out half, and its development half: their first bars kept.
+    assert table["seen"]["faithful"] <= 0.19
+    assert table["seen"]["all errors"] >= 0.89
+    first = [r for r in probe_zh.build("dev") if _item(r) < 20]
+    faithful = [_fails(r) for r in first if r["label"]["kind"] == "faithful"]  # type: ignore[index]
+    errors = [_fails(r) for r in first if r["label"]["kind"] != "faithful"]  # type: ignore[index]
+    assert sum(faithful) == 0 and sum(errors) / len(errors) >= 0.90
+
+
+def _item(record: dict[str, object]) -> int:
+    return int(str(record["label"]["item"]).rsplit("-", 1)[1])  # type: ignore[index]
+
+
+def _fails(record: dict[str, object]) -> bool:
+    context = [str(c["content"]) for c in record["retrieved_context"]]  # type: ignore[attr-defined]
+    verdict = score_groundedness(str(record["request"]), context, str(record["response"]))
+    return verdict.score < 0.5
+
+
+_HEADS = ["青石农场位于云南大理。合唱团每周四晚上在市文化馆排练。"]
+
+
+@pytest.mark.parametrize(
+    ("text", "numbers"),
+    [
+        ("电池有75千瓦时", {"75": "75"}),  # 千瓦时 is the unit, not a thousand
+        ("电池有七十五千瓦时", {"七十五": "75"}),
+        ("雙人房一晚3千2百元", {"3千2百": "3200"}),
+        ("3万人参加", {"3万": "30000"}),
+    ],
+)
+def test_a_numeral_starting_a_measure_word_is_no_scale(text: str, numbers: dict[str, str]) -> None:
+    found = {t: number_value(t) for t in tokens(text) if number_value(t) is not None}
+    assert found == numbers
+
+
+def test_a_contexts_numerals_inside_words_support_a_claims_numbers() -> None:
+    context = ["诊所每周三下午接种，每晚十点关门，首批获得一枚银牌。"]
+    for answer in ("星期三下午接种。", "晚上10点关门。", "第一批拿到1枚银牌。"):
+        assert score_groundedness("什么时候？", context, answer).score >= 0.5
+    assert score_groundedness("什么时候？", context, "晚上11点关门。").score < 0.5
+
+
+def test_a_name_with_a_character_glued_on_is_that_name() -> None:
+    context = ["苏雨桐来自浙江温州，教练是韩立平。"]
+    assert score_groundedness("她是哪里人？", context, "苏雨桐是温州人。").score >= 0.5
+    assert score_groundedness("她是哪里人？", context, "苏雨桐是台州人。").score < 0.5
+
+
+@pytest.mark.parametrize(
+    ("context", "faithful", "negated"),
+    [
+        ("图书馆每周开放六天，周二闭馆。", "其余六天都对读者开放。", "其余六天也不对读者开放。"),
+        ("动物园成人票价八十元，儿童半价。", "小孩只要付一半。", "小孩不能享受半价。"),
+        ("每十股派发现金红利三元。", "每10股分3元现金。", "今年不派发现金红利。"),
+        ("岛上禁止机动车通行。", "岛上不允许机动车行驶。", "岛上允许机动车通行。"),
+    ],
+)
+def test_a_chinese_clause_negating_its_context_clause_fails(
+    context: str, faithful: str, negated: str
+) -> None:
+    assert score_groundedness("怎么样？", [context], faithful).score >= 0.5
+    verdict = score_groundedness("怎么样？", [context], negated)
+    assert verdict.score < 0.5
+    assert any(c.kind == "negation" for c in verdict.contradictions)
+
+
+def test_a_comparison_with_no_negates_nothing() -> None:
+    context = ["该塔高约一百三十六米，是当时最高的木塔。"]
+    answer = "塔高136米，在当时没有比它更高的木塔。"
+    verdict = score_groundedness("塔有多高？", context, answer)
+    assert not any(c.kind == "negation" for c in verdict.contradictions)
+
+
+def test_a_noun_swapped_for_one_of_its_kind_fails() -> None:
+    question = "合唱团在哪里排练？"
+    faithful = score_groundedness(question, _HEADS, "他们每周四晚上在市文化馆练习。")
+    swapped = score_groundedness(question, _HEADS, "他们每周四晚上在市体育馆练习。")
+    assert faithful.score >= 0.5
+    assert swapped.score < 0.5
+    assert any(c.kind == "kind" and c.said == "体育馆" for c in swapped.contradictions)
+
+
+def test_a_clause_of_a_topic_the_context_lacks_is_invented() -> None:
+    context = ["公司去年营业收入四十七亿元，净利润五点六亿元。"]
+    question = "公司去年赚了多少？"
+    faithful = "去年营收47亿元，净利润5.6亿元。"
+    added = "去年营收47亿元，净利润5.6亿元，主要来自海外市场。"
+    assert score_groundedness(question, context, faithful).score >= 0.5
+    # Its words are common ones (主要, 来自, 市场 weigh nothing by the dictionary's counts),
+    # but none shares a character with the context: the clause is invented all the same.
+    (check,) = analyse(question, context, added, shared_embedder()).sentences
+    assert [clause for clause, _ in check.invented] == ["主要来自海外市场。"]
+    (plain,) = analyse(question, context, faithful, shared_embedder()).sentences
+    assert plain.invented == []
 
 
 def _record(response: str) -> RagRecord:
