@@ -22,11 +22,11 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
-from collections import defaultdict  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from harness import bench_smoke  # noqa: E402
 from monitor.detector import cjk, score_groundedness, slots  # noqa: E402
 from monitor.detector.groundedness import GroundednessVerdict  # noqa: E402
 from monitor.evaluators.local import LocalGroundedness  # noqa: E402
@@ -43,32 +43,8 @@ def _verdict(record: dict[str, object]) -> GroundednessVerdict:
 
 def probe_table(split: str, show_misses: bool = False) -> dict[str, dict[str, float]]:
     """Per split: the share failing of each error kind, of all errors, and of faithful
-    answers (key "faithful")."""
-    out: dict[str, dict[str, float]] = {}
-    for half in tuple(probe_zh.ITEMS) if split == "all" else (split,):
-        failing: defaultdict[str, list[bool]] = defaultdict(list)
-        for record in probe_zh.build(half):
-            label = record["label"]
-            assert isinstance(label, dict)
-            verdict = _verdict(record)
-            failed = verdict.score < THRESHOLD
-            failing[label["kind"]].append(failed)
-            if label["kind"] != "faithful":
-                failing["all errors"].append(failed)
-            if show_misses and failed != label["hallucinated"]:
-                print(
-                    f"  miss [{label['kind']}] {verdict.score:.2f} {verdict.decided_by}: "
-                    f"{record['response']} | terms {list(verdict.unsupported_terms)}"
-                )
-        out[half] = {kind: sum(v) / len(v) for kind, v in failing.items()}
-        counts = {kind: len(v) for kind, v in failing.items()}
-        cells = " ".join(
-            f"{kind} {out[half][kind]:.2f} (n={counts[kind]})"
-            for kind in ("faithful", *probe_zh.KINDS, "all errors")
-            if kind in counts
-        )
-        print(f"{half}: failing at {THRESHOLD}: {cells}")
-    return out
+    answers (key "faithful"), at the shipped threshold."""
+    return probe_zh.failing_shares(split, show_misses, THRESHOLD)
 
 
 def _cpu(records: list[dict[str, object]]) -> float:
@@ -105,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", choices=(*probe_zh.ITEMS, "all"), default="all")
     parser.add_argument("--show-misses", action="store_true")
     parser.add_argument("--cpu", action="store_true")
-    args = parser.parse_args(argv)
+    args = bench_smoke.parse_args(parser, argv, split="seen")
     probe_table(args.split, args.show_misses)
     if args.cpu:
         cpu_table()

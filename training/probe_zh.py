@@ -1509,6 +1509,46 @@ def build(split: str = "all") -> list[dict[str, object]]:
     return records
 
 
+def failing_shares(
+    split: str = "all", show_misses: bool = False, threshold: float | None = None
+) -> dict[str, dict[str, float]]:
+    """Per split: the share of answers the embedded detector fails (below `threshold`, the
+    shipped one by default) of each error kind, of all errors (key "all errors"), and of
+    faithful answers (key "faithful"); a line per split printed."""
+    from collections import defaultdict
+
+    from monitor.detector import score_groundedness
+    from monitor.evaluators.local import LocalGroundedness
+
+    cut = LocalGroundedness.default_threshold if threshold is None else threshold
+    out: dict[str, dict[str, float]] = {}
+    for half in tuple(ITEMS) if split == "all" else (split,):
+        failing: defaultdict[str, list[bool]] = defaultdict(list)
+        for record in build(half):
+            label = record["label"]
+            assert isinstance(label, dict)
+            context = [str(c["content"]) for c in record["retrieved_context"]]  # type: ignore[attr-defined]
+            verdict = score_groundedness(str(record["request"]), context, str(record["response"]))
+            failed = verdict.score < cut
+            failing[label["kind"]].append(failed)
+            if label["kind"] != "faithful":
+                failing["all errors"].append(failed)
+            if show_misses and failed != label["hallucinated"]:
+                print(
+                    f"  miss [{label['kind']}] {verdict.score:.2f} {verdict.decided_by}: "
+                    f"{record['response']} | terms {list(verdict.unsupported_terms)}"
+                )
+        out[half] = {kind: sum(v) / len(v) for kind, v in failing.items()}
+        counts = {kind: len(v) for kind, v in failing.items()}
+        cells = " ".join(
+            f"{kind} {out[half][kind]:.2f} (n={counts[kind]})"
+            for kind in ("faithful", *KINDS, "all errors")
+            if kind in counts
+        )
+        print(f"{half}: failing at {cut}: {cells}")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path)

@@ -169,7 +169,8 @@ audit:
         ("", "127.0.0.1:9464", {}, OPEN),  # loopback is no credential
         (f", token_env: {TOKEN_ENV}", None, {TOKEN_ENV: TOKEN}, None),
         (f", token_env: {TOKEN_ENV}", None, {}, "audit.labels.token_env: "),
-        (", token: written-here", None, {}, "audit.labels.token: "),  # not a key
+        # Not a key, and so no credential: both said in one run.
+        (", token: written-here", None, {}, ("audit.labels.token: ", "audit.labels.http: ")),
     ],
     ids=["default", "public", "loopback", "token", "token-unset", "token-literal"],
 )
@@ -180,9 +181,9 @@ def test_check_config_refuses_labels_from_anyone(
     more: str,
     endpoint: str | None,
     env: dict[str, str],
-    problem: str | None,
+    problem: str | tuple[str, ...] | None,
 ) -> None:
-    """One `path.to.key: what is wrong` line, naming the key."""
+    """A `path.to.key: what is wrong` line for each problem, naming the key."""
     monkeypatch.delenv(TOKEN_ENV, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
@@ -199,7 +200,9 @@ def test_check_config_refuses_labels_from_anyone(
         return
     assert code == 1
     lines = captured.err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(problem), lines
+    expected = (problem,) if isinstance(problem, str) else problem
+    assert len(lines) == len(expected), lines
+    assert all(line.startswith(start) for line, start in zip(lines, expected, strict=True)), lines
 
 
 @pytest.mark.asyncio

@@ -271,9 +271,53 @@ GOOD: dict[str, Any] = {
                 "rag_prompts": [
                     {"header": "Context:", "line": True, "delimiter": "---", "question": "before"}
                 ],
+                "parts": [
+                    {
+                        "kind": "text",
+                        "types": ["app_doc"],
+                        "key": "appDoc",
+                        "text": ["body"],
+                        "name": ["source"],
+                        "title": ["title"],
+                        "id": ["doc_id"],
+                        "data": ["bytes"],
+                        "mime_type": ["mime"],
+                        "uri": ["link"],
+                        "file_id": ["file"],
+                        "modality": "document",
+                    }
+                ],
+                "placeholders": ["MASKED:"],
             },
             # A second, so that a name listed twice can be tried.
             {"name": "my-tools", "match": {"span_names": ["call_tool"], "role": "tool"}},
+        ],
+    },
+    "external_verdicts": {
+        "enabled": True,
+        "services": ["shop"],
+        "evaluators": ["external:relevance", "guardrail:pii"],
+        "max_evaluators_per_service": 8,
+        "max_labels_per_evaluator": 8,
+        "max_label_chars": 32,
+        "threshold": 0.6,
+        "vocabularies": [
+            {
+                "name": "app-guard",
+                "kind": "guardrail",
+                "events": ["app.guard"],
+                "span_key": "app.guard.name",
+                "evaluator": ["app.guard.name"],
+                "score": ["app.guard.score"],
+                "label": ["app.guard.outcome"],
+                "explanation": ["app.guard.why"],
+                "category": ["app.guard.category"],
+                "version": ["app.guard.version"],
+                "error": ["app.guard.error"],
+                "passing": ["ok"],
+                "failing": ["bad"],
+                "outcomes": {"deny": "blocked", "warn": "flagged", "allow": "passed"},
+            }
         ],
     },
     "exporters": {
@@ -584,6 +628,47 @@ TABLE: dict[str, list[Any]] = {
     "extraction.conventions.0.rag_prompts.0.line": NOT_A_FLAG,
     "extraction.conventions.0.rag_prompts.0.delimiter": ["", " --- ", "-\n-", [1]],
     "extraction.conventions.0.rag_prompts.0.question": [*NOT_A_CHOICE, "after"],
+    # A native part shape: its kind, how it is known, and where each value is.
+    "extraction.conventions.0.parts.0.kind": [*NOT_A_CHOICE, "document", "image"],
+    "extraction.conventions.0.parts.0.types": NOT_A_LIST_OF_TEXT,
+    "extraction.conventions.0.parts.0.key": NOT_TEXT,
+    **{
+        f"extraction.conventions.0.parts.0.{key}": NOT_A_LIST_OF_TEXT
+        for key in ("text", "name", "title", "id", "data", "mime_type", "uri", "file_id")
+    },
+    "extraction.conventions.0.parts.0.modality": NOT_TEXT,  # an open set, as the schema's
+    "extraction.conventions.0.placeholders": NOT_A_LIST_OF_TEXT,
+    "external_verdicts.enabled": NOT_A_FLAG,
+    "external_verdicts.services": NOT_A_LIST_OF_TEXT,
+    "external_verdicts.evaluators": [*NOT_A_LIST_OF_TEXT, ["relevance"], ["local_groundedness"]],
+    "external_verdicts.max_evaluators_per_service": [*NOT_A_COUNT, 0, 257],
+    "external_verdicts.max_labels_per_evaluator": [*NOT_A_COUNT, 0, 257],
+    "external_verdicts.max_label_chars": [*NOT_A_COUNT, 7, 257],
+    "external_verdicts.threshold": NOT_A_RATE,
+    "external_verdicts.vocabularies.0.name": [*NOT_TEXT, "two words", "a/b"],
+    "external_verdicts.vocabularies.0.kind": [*NOT_A_CHOICE, "judge"],
+    "external_verdicts.vocabularies.0.events": NOT_A_LIST_OF_TEXT,
+    "external_verdicts.vocabularies.0.span_key": NOT_TEXT,
+    **{
+        f"external_verdicts.vocabularies.0.{key}": NOT_A_LIST_OF_TEXT
+        for key in (
+            "evaluator",
+            "score",
+            "label",
+            "explanation",
+            "category",
+            "version",
+            "error",
+            "passing",
+            "failing",
+        )
+    },
+    "external_verdicts.vocabularies.0.outcomes": [
+        "deny",
+        ["deny"],
+        {"deny": "refused"},
+        {"deny": 1},
+    ],
     "exporters.prometheus.endpoint": NOT_AN_ENDPOINT,
     "exporters.prometheus.web_config_file": NOT_A_FILE,
     "exporters.prometheus.debug_records": [*NOT_A_COUNT, 10001],

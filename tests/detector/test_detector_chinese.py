@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from bench import detector_chinese
 from monitor.config import EvaluatorConfig
 from monitor.detector import cjk, score_groundedness
 from monitor.detector.embedding import shared_embedder
@@ -131,7 +130,7 @@ HELDOUT_ERRORS = 0.84
 def test_the_probe_scores_at_the_bars_docs_quality_states() -> None:
     """The figures docs/quality.md gives (every split at the shipped threshold): a change
     that loses planted errors or fails more faithful answers fails here."""
-    table = detector_chinese.probe_table("all")
+    table = probe_zh.failing_shares("all")
     assert table["dev"]["faithful"] <= 0.05
     assert table["dev"]["all errors"] >= 0.86
     assert table["heldout"]["faithful"] <= HELDOUT_FAITHFUL

@@ -68,6 +68,7 @@ CASES = (
     Case("audit_state_stall.py"),
     Case("config_load.py"),
     Case("detector_ablation.py", ("{data}",)),
+    Case("detector_chinese.py", (), r"^seen: failing at"),
     Case("detector_compare.py", ("--data-dir", "{data_dir}", "--halueval", "{data_dir}")),
     Case("detector_quality.py", ("{data}",), r"AUROC[\s\S]*^speed: [\s\S]*^memory: "),
     Case("extraction_linear.py"),

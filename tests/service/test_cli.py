@@ -416,7 +416,7 @@ def test_check_config_prints_the_effective_configuration(
         "alerts:\n  webhooks: [{url: 'https://u:pw-42@hooks.example/a'}]\n"
     )
     code, out, err = _check_config(
-        config, capsys, monkeypatch, T="tok-9f2c", RAG_MONITOR_SAMPLING__RATE="0.5"
+        config, capsys, monkeypatch, T="tok-9f2c-81d0-4e7a-b3c5", RAG_MONITOR_SAMPLING__RATE="0.5"
     )
     assert code == 0, err
     assert err == ""

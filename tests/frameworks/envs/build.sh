@@ -23,7 +23,7 @@ mkdir -p "$cache"
 # One build at a time per cache: two checkouts' test runs on one machine would otherwise
 # remove and rebuild the same folder under each other. The second waits, then finds the
 # folders complete.
-exec 9>"$cache/.build.lock"
+exec 9>"${cache%/}.lock"
 flock 9
 
 fresh() {  # $1: the build's folder; succeeds when it is complete
