@@ -100,9 +100,7 @@ _SPRING_RAG_PROMPTS = (
 )
 # LangChain4j's DefaultContentInjector (Quarkus LangChain4j's too) appends this header and
 # the contents joined by blank lines to the user's text.
-_LANGCHAIN4J_RAG_PROMPT = RagPrompt(
-    "Answer using the following information:", question=PARAGRAPH
-)
+_LANGCHAIN4J_RAG_PROMPT = RagPrompt("Answer using the following information:", question=PARAGRAPH)
 _GENAI_SWITCH = (
     "GenAI instrumentations capture no text by default: "
     "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true (with "
