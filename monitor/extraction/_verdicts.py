@@ -5,7 +5,10 @@ vocabularies' (`monitor/conventions/_verdicts.py`, and a user's `external_verdic
 vocabularies`); this reads those entries and knows no tool.
 
 A verdict rides a span event, an OTLP log record (an event span: `LOG_EVENT_KEY`, a child
-of the span it names) or a guardrail span's own attributes. It belongs to the record whose
+of the span it names) or a guardrail span's own attributes. A guardrail span's events of
+its own vocabulary are its findings: each is one verdict, read with the span's attributes
+beneath the event's (the span names the guardrail and its decision, a finding its risk
+category), and the span gives none of its own. It belongs to the record whose
 span is the carrier's span or its nearest ancestor, else to the trace's first record. An
 event the monitor wrote itself (`OWN_MARK`) is never read back. Per record and evaluator
 the latest verdict stands. What could not be read is counted by reason (`OWN`,
@@ -100,17 +103,19 @@ def read_verdicts(
     for span in spans:
         from_log = span.attribute(LOG_EVENT_KEY) is not None
         where = span.parent_span_id if from_log else span.span_id
-        if not from_log:
-            for vocabulary in on_spans:
-                assert vocabulary.span_key is not None
-                if span.attribute(vocabulary.span_key) is not None:
-                    _take(vocabulary, span.attributes, threshold, found, refused, where, span)
-                    break
+        guardrail = None if from_log else _guardrail_of(span, on_spans)
+        findings = 0
         for event in span.events:
             carried = by_event.get(event.name)
-            if carried is not None:
-                attributes = _with_body(event.attributes)
-                _take(carried, attributes, threshold, found, refused, where, span, event)
+            if carried is None:
+                continue
+            attributes = _with_body(event.attributes)
+            if carried is guardrail:  # a finding of this guardrail span: read within it
+                attributes = {**span.attributes, **attributes}
+                findings += 1
+            _take(carried, attributes, threshold, found, refused, where, span, event)
+        if guardrail is not None and not findings:
+            _take(guardrail, span.attributes, threshold, found, refused, where, span)
     by_record: list[dict[str, EvalResult]] = [{} for _ in records]
     senders: list[dict[str, str]] = [{} for _ in records]
     if found and not records:
@@ -123,6 +128,15 @@ def read_verdicts(
             by_record[at][result.name] = _merged(by_record[at].get(result.name), result)
             senders[at][result.name] = sender
     return TraceVerdicts(by_record, refused, senders)
+
+
+def _guardrail_of(span: Span, on_spans: Sequence[Vocabulary]) -> Vocabulary | None:
+    """The vocabulary whose `span_key` `span` carries: a guardrail span, one verdict."""
+    for vocabulary in on_spans:
+        assert vocabulary.span_key is not None
+        if span.attribute(vocabulary.span_key) is not None:
+            return vocabulary
+    return None
 
 
 def _merged(before: EvalResult | None, result: EvalResult) -> EvalResult:

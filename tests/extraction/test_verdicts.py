@@ -85,6 +85,38 @@ def test_a_guardrails_findings_on_several_categories_add_up_worst_first() -> Non
     assert shield.safety == {"pii": "medium", "jailbreak": "high"}
 
 
+def test_a_guardrail_spans_findings_are_read_within_it() -> None:
+    """A guardrail span names the guardrail, its decision and version; its findings (events
+    of its vocabulary) name only a category each, or their own decision: each finding is a
+    verdict read within the span, the span none of its own. A guardrail span without
+    findings is one verdict."""
+    guard = {
+        "gen_ai.security.guardrail.name": "护栏",
+        "gen_ai.security.verdict.type": "deny",
+        "gen_ai.security.guardrail.version": "v2",
+    }
+    findings = [
+        _event(3, {"gen_ai.security.risk.category": "個人情報"}, "gen_ai.security.finding"),
+        _event(
+            4,
+            {"gen_ai.security.risk.category": "jailbreak", "gen_ai.security.verdict.type": "warn"},
+            "gen_ai.security.finding",
+        ),
+    ]
+    spans = [
+        _span("01"),
+        _span("02", "01", findings, **guard),
+        _span("03"),
+        _span("04", "03", **{**guard, "gen_ai.security.verdict.type": "allow"}),
+    ]
+    verdicts = read_verdicts(spans, [_record("01"), _record("03")])
+    found, clean = (v["guardrail:护栏"] for v in verdicts.by_record)
+    assert (found.label, found.revision) == ("blocked", "v2")
+    assert found.safety == {"個人情報": "high", "jailbreak": "medium"}
+    assert (clean.label, clean.revision, clean.safety) == ("passed", "v2", {"unspecified": "very_low"})
+    assert not verdicts.refused
+
+
 def test_what_is_not_taken_is_counted_by_reason() -> None:
     unreadable = _event(
         3, {"gen_ai.evaluation.name": "tone", "gen_ai.evaluation.score.label": "très bien"}
