@@ -74,6 +74,7 @@ APP_ENVS = {
     "llama_index_otel": "llama-index-otel",
     "agento11y": "agento11y",
     "pydantic_evals": "pydantic-evals",
+    "guardrail": "ms-guardrail",
 }
 
 
