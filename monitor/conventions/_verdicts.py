@@ -6,8 +6,10 @@ reads these entries and nothing else; a user declares another vocabulary in
 
 A vocabulary is read from span events (and OTLP log records, which arrive as events of
 their span) named one of its `events`, and, with `span_key` set, from the attributes of a
-span that carries that key (a guardrail span). Each carrier gives one verdict of the
-evaluator its `evaluator` attributes name (the first present):
+span that carries that key (a guardrail span; its events of the same vocabulary are its
+findings, each read with the span's attributes beneath its own, and the span gives no
+verdict of its own beside them). Each carrier gives one verdict of the evaluator its
+`evaluator` attributes name (the first present):
 
 - `evaluation`: a score (`score`, any scale) and a label (`label`); the label passes or
   fails when it is one of `passing` / `failing` (folded to lower case), otherwise a score
