@@ -107,13 +107,17 @@ def test_a_guardrail_spans_findings_are_read_within_it() -> None:
         _span("01"),
         _span("02", "01", findings, **guard),
         _span("03"),
-        _span("04", "03", **{**guard, "gen_ai.security.verdict.type": "allow"}),
+        _span("04", "03", [], **{**guard, "gen_ai.security.verdict.type": "allow"}),
     ]
     verdicts = read_verdicts(spans, [_record("01"), _record("03")])
     found, clean = (v["guardrail:护栏"] for v in verdicts.by_record)
     assert (found.label, found.revision) == ("blocked", "v2")
     assert found.safety == {"個人情報": "high", "jailbreak": "medium"}
-    assert (clean.label, clean.revision, clean.safety) == ("passed", "v2", {"unspecified": "very_low"})
+    assert (clean.label, clean.revision, clean.safety) == (
+        "passed",
+        "v2",
+        {"unspecified": "very_low"},
+    )
     assert not verdicts.refused
 
 

@@ -97,7 +97,9 @@ def _guard(answer: str, version: str) -> tuple[str, list[str]]:
         found: list[str] = []
         if _has_address(answer):
             found.append("pii")
-            scope.record_finding(GuardrailFinding("pii", GuardrailRiskSeverity.HIGH, risk_score=0.97))
+            scope.record_finding(
+                GuardrailFinding("pii", GuardrailRiskSeverity.HIGH, risk_score=0.97)
+            )
         if "https://" in answer or "http://" in answer:
             found.append("external_link")
             scope.record_finding(
