@@ -7,6 +7,8 @@ events, as the pipeline reads them, and judged on simulated time."""
 
 from __future__ import annotations
 
+import pytest
+
 from monitor.alerts import AlertEngine
 from monitor.component import Alert, Evaluated
 from monitor.config import AlertRule, Config
@@ -16,6 +18,9 @@ from monitor.results import EvalResult
 from monitor.spans import Span, SpanEvent
 from monitor.telemetry import create_telemetry
 from tests.alerts.test_alerts import Clock
+
+# Statistical behaviour on a simulated clock: hours of verdicts through the engine.
+pytestmark = pytest.mark.scorecard
 
 EVALUATOR = "external:faithfulness"
 STEP_S = 5.0
