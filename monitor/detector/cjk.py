@@ -20,9 +20,18 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-import rjieba
-
 T = TypeVar("T")
+
+
+@lru_cache(maxsize=1)
+def segmenter() -> Any:
+    """The dictionary segmenter, imported when the first Han text is read: its dictionary
+    takes tens of MB in every process that imports it, which a service that never sends
+    Chinese should not pay."""
+    import rjieba
+
+    return rjieba
+
 
 # Han ideographs (the unified blocks, extension A, the compatibility block) and 〇.
 _HAN_CLASS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3007"
@@ -230,7 +239,7 @@ def _run_spans(run: str, after_digit: bool) -> tuple[tuple[int, int], ...]:
     is no name (六人), or when it has several numeral characters (三亿人) or follows an
     Arabic digit (3万人); not a lone 一 nor an idiom of `_NOT_QUANTITIES` (十分重要), nor a
     numeral that starts a name (四川, 三明治) or stands inside a word (统一)."""
-    words = rjieba.tag(simplified(run))
+    words = segmenter().tag(simplified(run))
     starts: list[int] = []
     at = 0
     for word, _ in words:
@@ -356,7 +365,7 @@ def names(text: str) -> frozenset[str]:
     """The words of `text` the segmenter reads as a person's, a place's or an
     organisation's name there (a tag depends on the words around it)."""
     return frozenset(
-        w for w, tag in rjieba.tag(simplified(text)) if tag in _NAME_TAGS and len(w) > 1
+        w for w, tag in segmenter().tag(simplified(text)) if tag in _NAME_TAGS and len(w) > 1
     )
 
 
@@ -370,7 +379,9 @@ def nouns(text: str) -> frozenset[str]:
     """The words of `text` the segmenter reads as nouns there (a tag depends on the words
     around it)."""
     return frozenset(
-        w for w, tag in rjieba.tag(simplified(text)) if tag.startswith(_NOUN_TAGS) and len(w) > 1
+        w
+        for w, tag in segmenter().tag(simplified(text))
+        if tag.startswith(_NOUN_TAGS) and len(w) > 1
     )
 
 
@@ -387,10 +398,10 @@ def specificity(word: str) -> float:
     dictionary's frequency: the counterpart of the word vectors' vocabulary rank, whose
     vocabulary has few Chinese words. A word the dictionary lacks weighs as its rarest
     character (这座 as 座, 合唱节 as a whole when every part is rare)."""
-    if rjieba.has_word(word):
-        count = rjieba.suggest_freq(word)
+    if segmenter().has_word(word):
+        count = segmenter().suggest_freq(word)
     else:
-        count = min(rjieba.suggest_freq(c) for c in word)
+        count = min(segmenter().suggest_freq(c) for c in word)
     return min(1.0, max(0.0, math.log(_COMMON / max(count, 1)) / _LOG_SPAN))
 
 

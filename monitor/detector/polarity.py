@@ -4,9 +4,8 @@ permitted on the trails")."""
 
 from __future__ import annotations
 
-from rjieba import has_word
-
 from monitor.detector.cjk import pairs as han_pairs
+from monitor.detector.cjk import segmenter
 from monitor.detector.embedding import Embedder
 from monitor.detector.sentences import Sentence
 from monitor.detector.text import (
@@ -186,7 +185,7 @@ def _han_content(sentence: Sentence) -> tuple[set[str], set[str], set[str]]:
 def _glued_negator(word: str) -> bool:
     """A negator the segmenter cut together with the next character into a word its
     dictionary lacks (不派 of 不派发)."""
-    return len(word) > 1 and word[0] in _HAN_NEGATORS and not has_word(word)
+    return len(word) > 1 and word[0] in _HAN_NEGATORS and not segmenter().has_word(word)
 
 
 def _states(word: str, words: set[str], pairs: set[str]) -> bool:
