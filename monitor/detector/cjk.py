@@ -19,6 +19,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Generic, TypeVar
+from monitor.shared.recurring import CacheInfo, recurring_cache
 
 T = TypeVar("T")
 
@@ -77,12 +78,12 @@ _CACHED_CHARS = 256
 
 
 class _CachedShort(Generic[T]):
-    """`function` with an LRU cache for a first argument of at most `_CACHED_CHARS`
-    characters; a longer one is computed each time."""
+    """`function` with a cache that admits what recurs (`recurring_cache`) for a first
+    argument of at most `_CACHED_CHARS` characters; a longer one is computed each time."""
 
     def __init__(self, function: Callable[..., T]) -> None:
         self._function = function
-        self._cached = lru_cache(maxsize=4096)(function)
+        self._cached = recurring_cache(4096)(function)
 
     def __call__(self, text: str, *rest: Any) -> T:
         if len(text) <= _CACHED_CHARS:
@@ -91,6 +92,9 @@ class _CachedShort(Generic[T]):
 
     def cache_clear(self) -> None:
         self._cached.cache_clear()
+
+    def cache_info(self) -> CacheInfo:
+        return self._cached.cache_info()
 
 
 @_CachedShort
@@ -180,7 +184,7 @@ def _whole(text: str) -> float | None:
     return total + section + (current or 0.0)
 
 
-@lru_cache(maxsize=4096)
+@recurring_cache(4096)
 def value(token: str) -> float | None:
     """The value of a Chinese numeral token ("十五" -> 15, "一九三一" -> 1931, "1.5亿" ->
     150000000, "百分之十二" -> 12, "第三" -> 3, "三点五" -> 3.5), else None: a lone 一 and
@@ -392,7 +396,7 @@ _RARE_COUNT = 20
 _LOG_SPAN = math.log(_COMMON / _RARE_COUNT)
 
 
-@lru_cache(maxsize=4096)
+@recurring_cache(4096)
 def specificity(word: str) -> float:
     """How specific a Han word is, 0 (most frequent words) to 1, from the segmenter
     dictionary's frequency: the counterpart of the word vectors' vocabulary rank, whose

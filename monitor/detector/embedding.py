@@ -15,7 +15,6 @@ Loaded in the worker pool's fork server before it forks workers, the tokenizer i
 from __future__ import annotations
 
 import importlib.util
-import itertools
 import json
 import math
 import re
@@ -29,6 +28,7 @@ import numpy as np
 
 from monitor.detector import cjk
 from monitor.detector.text import once_per_record, shared_results
+from monitor.shared.recurring import RecurringCache
 
 _lock = threading.Lock()
 _shared: Embedder | None = None
@@ -40,8 +40,9 @@ _VOCAB_IDS = 32000
 _RARE = math.log(8000 / _FREQUENT_IDS) / math.log(_VOCAB_IDS / _FREQUENT_IDS)
 _BOUNDARY = "\u2581"
 # Words whose vectors a worker keeps (about 1.2 kB each): names and rare words keep coming
-# with new requests, so the bound is what a worker's memory for them comes to; a text's own
-# words fit many times over. Words with a digit (numbers, ids) are not kept.
+# with new requests, so a word is kept on its second sighting (`RecurringCache`) and the
+# bound is what a worker's memory for them comes to; a text's own words fit many times
+# over. Words with a digit (numbers, ids) are not kept.
 _CACHE_LIMIT = 4_096
 _DIGIT = re.compile(r"\d")
 _BAG_CHUNK_WORDS = 4096
@@ -64,8 +65,7 @@ class Embedder:
         # subclass hooks on every read.
         self._table = table.view(np.ndarray)
         self._tokenizer = tokenizer
-        self._words: dict[str, tuple[bytes, int, float]] = {}
-        self._cache_lock = threading.Lock()
+        self._words: RecurringCache[str, tuple[bytes, int, float]] = RecurringCache(_CACHE_LIMIT)
 
     @property
     def dim(self) -> int:
@@ -74,7 +74,7 @@ class Embedder:
     def _word(self, word: str) -> tuple[bytes, int, float]:
         """(sum of the word's piece vectors as float32 bytes, number of pieces,
         specificity 0..1). Bytes: many words' vectors join into one array in one copy."""
-        hit = self._words.get(word)
+        hit: tuple[bytes, int, float] | None = self._words.lookup(word)
         if hit is not None:
             return hit
         single = self._tokenizer.token_to_id(_BOUNDARY + word)
@@ -86,16 +86,9 @@ class Embedder:
             spec = 1.0 if len(ids) > 1 else _specificity(ids[0])
             vector = self._table[ids].astype(np.float32).sum(axis=0)
             entry = (vector.tobytes(), len(ids), spec)
-        if _DIGIT.search(word):
-            # Numbers and ids are mostly seen once: kept, they would push words out.
-            return entry
-        with self._cache_lock:
-            if len(self._words) >= _CACHE_LIMIT:
-                # The oldest quarter goes (a dict keeps insertion order): the memory stays
-                # at the bound instead of falling to nothing and refilling.
-                for old in list(itertools.islice(self._words, _CACHE_LIMIT // 4)):
-                    del self._words[old]
-            self._words[word] = entry
+        if _DIGIT.search(word) is None:
+            # Numbers and ids are mostly seen once: not even marked as seen.
+            self._words.offer(word, entry)
         return entry
 
     def vector(self, word: str) -> np.ndarray:
@@ -104,8 +97,8 @@ class Embedder:
 
     def _stacked(self, words: Iterable[str]) -> np.ndarray:
         """The words' summed piece vectors, one row each."""
-        cached = self._words
-        joined = b"".join([(cached.get(w) or self._word(w))[0] for w in words])
+        word = self._word
+        joined = b"".join([word(w)[0] for w in words])
         return np.frombuffer(joined, dtype=np.float32).reshape(-1, self.dim)
 
     def word_vectors(self, words: Sequence[str]) -> np.ndarray:
@@ -210,10 +203,10 @@ class Embedder:
         longest: int,
     ) -> np.ndarray:
         """The word-vector sums of `segments[k]` for k in `block`, one row each."""
-        cached, word, pad = self._words, self._word, _NEGATIVE_ZERO * self.dim
+        word, pad = self._word, _NEGATIVE_ZERO * self.dim
         rows: list[bytes] = []
         for k in block:
-            rows += [(cached.get(w) or word(w))[0] for w in segments[k][1]]
+            rows += [word(w)[0] for w in segments[k][1]]
             rows += [pad] * (longest - lengths[k])
         vectors = np.frombuffer(b"".join(rows), dtype=np.float32)
         sums: np.ndarray = np.add.reduce(vectors.reshape(len(block), longest, self.dim), axis=1)

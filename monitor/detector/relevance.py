@@ -9,7 +9,6 @@ document is not diluted by the rest.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 from monitor.detector.embedding import shared_embedder
 from monitor.detector.text import (
@@ -22,6 +21,7 @@ from monitor.detector.text import (
     stem,
     tokens,
 )
+from monitor.shared.recurring import recurring_cache
 
 # Cosine similarities of unrelated texts sit around this floor, near-paraphrases near the top.
 _COS_FLOOR = 0.0
@@ -39,7 +39,7 @@ class RetrievalVerdict:
     best_rank: int | None
 
 
-@lru_cache(maxsize=TOKEN_CACHE)
+@recurring_cache(TOKEN_CACHE)
 def _content_stem(token: str) -> str | None:
     """The stem of a token that carries content (never empty); None for stopwords,
     discourse words and single letters."""

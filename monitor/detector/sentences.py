@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from monitor.detector.cjk import (
     is_chinese,
@@ -26,11 +25,12 @@ from monitor.detector.text import (
     strip_list_marker,
     tokens,
 )
+from monitor.shared.recurring import recurring_cache
 
 PREFIX = 6
 
 
-@lru_cache(maxsize=TOKEN_CACHE)
+@recurring_cache(TOKEN_CACHE)
 def normalise(token: str) -> tuple[str, str | None]:
     """(folded and unit-canonical form, numeric value for digit tokens else None)."""
     if token[0].isdigit() or token[0] == "$" or numeral_start(token):

@@ -7,7 +7,6 @@ names, each with its place in the sentence and a value to compare ("900 metres" 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 from monitor.detector.cjk import numeral_start
 from monitor.detector.text import (
@@ -24,6 +23,7 @@ from monitor.detector.text import (
     token_spans,
     tokens,
 )
+from monitor.shared.recurring import recurring_cache
 
 # Each month's names, full and short, with its number.
 _MONTH_NUMBER = {
@@ -210,7 +210,7 @@ def parse(text: str) -> Parsed:
 # extractive answer repeats their sentences: parsing a sentence for slots is a third of the
 # detector's time on a new context. `Parsed` is never mutated after parsing (`parse_bare`
 # changes a fresh parse of its own), so cached values can be shared.
-parse_sentence = lru_cache(maxsize=4096)(parse)
+parse_sentence = recurring_cache(4096)(parse)
 
 
 def _capitalised(token: str, word: str) -> bool:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 from monitor.detector.contradiction import Contradiction
 from monitor.detector.embedding import shared_embedder
@@ -37,6 +36,7 @@ from monitor.detector.text import (
     stem,
     tokens,
 )
+from monitor.shared.recurring import recurring_cache
 
 # Three fifths of the claim's other content words, and at least two of them (a number the
 # claim shares with the sentence counts as one).
@@ -118,7 +118,7 @@ for _name, _members in _CLASSES.items():
         _CLASS_OF[_word] = _CLASS_OF.get(_word, frozenset()) | {_name}
 
 
-@lru_cache(maxsize=TOKEN_CACHE)
+@recurring_cache(TOKEN_CACHE)
 def _lemma(word: str) -> str:
     """The form a lexicon compares: periods as their unit ("weekly" -> "week"), plurals as
     singulars ("minutes" -> "minute")."""
@@ -141,7 +141,7 @@ class _Words:
 
 
 # Context chunks recur across requests; a worker keeps its last sentences read.
-@lru_cache(maxsize=1024)
+@recurring_cache(1024)
 def _read(text: str) -> _Words:
     words = tuple(fold_all(text, tokens(text)))
     content = {
@@ -303,7 +303,7 @@ def _negatives(sentence: _Words) -> frozenset[str]:
     return frozenset(w for w in words if is_negation(w) or w in NEGATIVE_POLARITY)
 
 
-@lru_cache(maxsize=1024)
+@recurring_cache(1024)
 def _polarity_words(text: str) -> tuple[frozenset[str], frozenset[str]]:
     """A sentence's content stems other than its negations, and its negatives: read once
     per context sentence, not once per claim compared with it."""

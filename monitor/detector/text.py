@@ -8,10 +8,11 @@ import unicodedata
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable
 from contextlib import AbstractContextManager
-from functools import lru_cache, partial
+from functools import partial
 from typing import Any, TypeVar
 
 from monitor.detector import cjk
+from monitor.shared.recurring import recurring_cache
 
 # A word (a letter, then letters and apostrophes), or a number with its $, % or ordinal
 # suffix. The two start with different characters, so their order does not change what
@@ -97,7 +98,7 @@ NEGATIONS = frozenset(
 )
 
 
-@lru_cache(maxsize=TOKEN_CACHE)
+@recurring_cache(TOKEN_CACHE)
 def is_negation(word: str) -> bool:
     """A folded word that negates: one of `NEGATIONS` or any "n't" contraction."""
     return word in NEGATIONS or word.endswith("n't")
@@ -233,7 +234,7 @@ def once_per_record(
 
 
 # Called on every token by every check: a cached word is looked up faster than folded.
-@lru_cache(maxsize=TOKEN_CACHE)
+@recurring_cache(TOKEN_CACHE)
 def fold(text: str) -> str:
     """Lower-cases and strips accents so "Café" and "cafe" compare equal (and "燈塔" and
     "灯塔")."""
@@ -270,7 +271,7 @@ def canonical(word: str) -> str:
     return _UNITS.get(word, word)
 
 
-@lru_cache(maxsize=TOKEN_CACHE)
+@recurring_cache(TOKEN_CACHE)
 def stem(word: str) -> str:
     """A light suffix stripper: enough to match "paid"/"pays"/"paying" style variants."""
     if len(word) <= 4:
@@ -281,7 +282,7 @@ def stem(word: str) -> str:
     return word
 
 
-@lru_cache(maxsize=TOKEN_CACHE)
+@recurring_cache(TOKEN_CACHE)
 def root(word: str) -> str:
     """A stem without a verb or plural ending, cut to five letters: "owns", "owned" and
     "owner" are one root, as are "directed" and "director"."""
@@ -299,7 +300,7 @@ def undouble(word: str) -> str:
     return word
 
 
-@lru_cache(maxsize=TOKEN_CACHE)
+@recurring_cache(TOKEN_CACHE)
 def number_value(token: str) -> str | None:
     """The canonical value of a numeric token ("$1,200.50" -> "1200.5"), or None."""
     if token[0].isalpha() and token.lower() not in _NUMBER_WORDS:

@@ -17,19 +17,21 @@ service's traffic; the anchors cover the questions RAG services commonly answer 
 support, products, documentation, and the encyclopaedic kinds).
 
 Cost (`bench/alert_attribution.py`, docs/quality.md): a question's words are looked
-up once per process (a word's scores are cached, `_CACHE_LIMIT` words), so a question of
-known words costs tens of microseconds.
+up once per process (a word's scores are cached from its second sighting, `_CACHE_LIMIT`
+words), so a question of recurring words costs tens of microseconds.
 """
 
 from __future__ import annotations
 
 import re
 import threading
+from typing import Any
 
 import numpy as np
 
 from monitor.detector.embedding import shared_embedder
 from monitor.detector.text import DISCOURSE, STOPWORDS
+from monitor.shared.recurring import RecurringCache
 
 # Topic name -> anchor words. A topic's score for a word is its closest anchor's cosine.
 TOPICS: dict[str, str] = {
@@ -69,7 +71,9 @@ _WORD = re.compile(r"[^\W\d_]+")
 
 _lock = threading.Lock()
 _anchors: tuple[np.ndarray, np.ndarray] | None = None
-_scores: dict[str, np.ndarray | None] = {}
+# A word's scores, kept from its second sighting: new words come with every request.
+_scores: RecurringCache[str, np.ndarray | None] = RecurringCache(_CACHE_LIMIT)
+_NOT_KEPT: Any = object()
 
 
 def anchors() -> tuple[np.ndarray, np.ndarray]:
@@ -94,8 +98,9 @@ def anchors() -> tuple[np.ndarray, np.ndarray]:
 def _word_scores(word: str) -> np.ndarray | None:
     """Every topic's score for `word` (its closest anchor's cosine); None for a word
     without a vector."""
-    if word in _scores:
-        return _scores[word]
+    kept = _scores.lookup(word, _NOT_KEPT)
+    if kept is not _NOT_KEPT:
+        return kept  # type: ignore[no-any-return]
     matrix, owners = anchors()
     vector = shared_embedder().vector(word)
     norm = float(np.linalg.norm(vector))
@@ -104,9 +109,7 @@ def _word_scores(word: str) -> np.ndarray | None:
         cosines = matrix @ (vector / norm)
         scores = np.full(len(NAMES), -1.0, dtype=np.float32)
         np.maximum.at(scores, owners, cosines)
-    if len(_scores) >= _CACHE_LIMIT:
-        _scores.clear()
-    _scores[word] = scores
+    _scores.offer(word, scores)
     return scores
 
 

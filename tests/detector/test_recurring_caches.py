@@ -1,0 +1,196 @@
+"""The evaluation workers' caches of sender text admit what recurs: under a new word in every
+request each stays within its bound, a word that recurs stays cached while one-off words pass,
+and the detector's results are the same with the caches as without them. Counts only."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from monitor.detector import cjk, score_groundedness, score_relevance, score_retrieval, topics
+from monitor.detector.embedding import shared_embedder
+from monitor.detector.text import fold
+from monitor.shared.recurring import RecurringCache, RecurringFunction, recurring_cache
+
+ENGLISH = (
+    (
+        "When did the Golden Gate Bridge open?",
+        [
+            "The Golden Gate Bridge opened to traffic on May 27, 1937. Its main span is 1,280 "
+            "meters long, and the chief engineer was Joseph Strauss."
+        ],
+        "It opened in 1937; the main span is 2,150 meters long.",
+    ),
+    (
+        "Who designed the lighthouse?",
+        ["The lighthouse was designed by Ada Pemberton and lit in 1874."],
+        "Ada Pemberton designed it, and it was first lit in 1874.",
+    ),
+)
+CHINESE = (
+    (
+        "北风面包店是谁创立的？",
+        ["北风面包店由伊万·拉斯克于一九三一年在哈尔滨创立。店里的面包七欧元。"],
+        "它由伊万·拉斯克于1931年在哈尔滨创立，面包九欧元。",
+    ),
+    (
+        "灯塔什么时候建成？",
+        ["灯塔建于一八七四年，高三十米，周一不营业。"],
+        "灯塔建于1874年：高30米，周一不营业。",
+    ),
+)
+# A word in another script (Greek) beside the new words of each request.
+GREEK = "Ο φάρος χτίστηκε το 1874"
+
+
+def _new_word(n: int) -> str:
+    """A word nobody sent before: letters only (a digit would keep it out of the caches)."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    word = ""
+    n += 26**3
+    while n:
+        n, r = divmod(n, 26)
+        word += letters[r]
+    return "zq" + word
+
+
+def _caches() -> Iterator[tuple[str, RecurringCache[Any, Any]]]:
+    """Every cache of sender text in the detector's modules, by name."""
+    for name, module in list(sys.modules.items()):
+        if name.startswith("monitor.detector"):
+            for attr, value in vars(module).items():
+                if isinstance(value, RecurringFunction):
+                    yield f"{name}.{attr}", value.cache
+                elif isinstance(value, cjk._CachedShort):
+                    yield f"{name}.{attr}", value._cached.cache
+                elif isinstance(value, RecurringCache):
+                    yield f"{name}.{attr}", value
+    yield "embedding words", shared_embedder()._words
+
+
+def _clear() -> None:
+    for _, cache in _caches():
+        cache.clear()
+
+
+def _score(query: str, contexts: list[str], answer: str) -> tuple[str, ...]:
+    return (
+        repr(score_groundedness(query, contexts, answer)),
+        repr(score_relevance(query, answer)),
+        repr(score_retrieval(query, contexts)),
+        topics.question_topic(query),
+    )
+
+
+def test_a_cache_admits_a_key_on_its_second_sighting_only() -> None:
+    cache: RecurringCache[str, int] = RecurringCache(maxsize=4, seen=8)
+    assert not cache.offer("北风", 1) and "北风" not in cache
+    assert cache.offer("北风", 1) and cache.lookup("北风") == 1
+    for n in range(100):
+        cache.offer(f"one-off {n}", n)
+    assert len(cache) == 1 and cache.info().seen == 8
+    for n in range(100):
+        cache.offer(f"twice {n}", n)
+        cache.offer(f"twice {n}", n)
+    assert len(cache) == 4 and "twice 99" in cache and "北风" not in cache
+
+
+def test_a_cached_function_keeps_none_and_computes_each_key_until_it_recurs() -> None:
+    calls: list[str] = []
+
+    @recurring_cache(16)
+    def nothing(word: str) -> None:
+        calls.append(word)
+
+    for _ in range(5):
+        nothing("φάρος")
+    assert calls == ["φάρος", "φάρος"]
+    assert nothing.cache_info().hits == 3 and nothing.cache_info().currsize == 1
+    assert nothing.__wrapped__("x") is None and calls[-1] == "x"
+
+
+def test_every_cache_stays_within_its_bound_under_new_words_in_every_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each request brings new words, each sent twice within it (in the question and the
+    answer), so they are admitted: the caches stop at their bounds (made small here, so
+    that a few hundred requests fill them)."""
+    _clear()
+    found = dict(_caches())
+    assert len(found) >= 15, sorted(found)
+    for cache in found.values():
+        monkeypatch.setattr(cache, "maxsize", 32)
+        monkeypatch.setattr(cache, "seen_size", 32)
+    for n in range(200):
+        new = f"{_new_word(2 * n)} {_new_word(2 * n + 1)}"
+        score_groundedness(
+            f"What is {new}?", [f"The {new} is a bridge. {GREEK}。"], f"{new} is a bridge."
+        )
+        score_relevance(f"Is {new} old？", f"{new}：灯塔建于一八七四年。")
+    sizes = {name: len(cache) for name, cache in _caches()}
+    assert all(len(cache) <= 32 for _, cache in _caches()), sizes
+    assert all(cache.info().seen <= 32 for _, cache in _caches())
+    # The test sent enough new words to fill the word caches.
+    assert sizes["monitor.detector.text.fold"] == 32, sizes
+    assert sizes["embedding words"] == 32, sizes
+    _clear()
+
+
+def test_one_off_words_do_not_enter_the_word_caches() -> None:
+    """A word sent once is computed and marked, not kept: a stream of them leaves every
+    word cache as it was."""
+    _clear()
+    recurring = ["bridge", "lighthouse", "北风", "面包店", "φάρος"]
+    for word in recurring * 2:
+        fold(word)
+        topics.question_topic(f"Where is the {word}?")
+    before = {name: len(cache) for name, cache in _caches()}
+    for n in range(fold.cache.seen_size * 3):
+        word = _new_word(n)
+        fold(word)
+        # Its topic scores read its vector: the one sighting of the word by the embedder.
+        topics.question_topic(f"Where is the {word}?")
+    after = {name: len(cache) for name, cache in _caches()}
+    assert after["monitor.detector.text.fold"] == before["monitor.detector.text.fold"]
+    assert after["monitor.detector.topics._scores"] == before["monitor.detector.topics._scores"]
+    assert after["embedding words"] == before["embedding words"]
+    _clear()
+
+
+def test_recurring_words_stay_cached_while_one_off_words_pass() -> None:
+    """Two recurring words every hundred one-off ones: after their second sighting, every
+    lookup of a recurring word is a hit, though the one-offs outnumber the cache's bound."""
+    _clear()
+    recurring = ["bridge", "灯塔", "φάρος", "Strauss"]
+    hits = lookups = 0
+    for n in range(fold.cache.maxsize * 3):
+        fold(_new_word(n))
+        if n % 50 == 0:
+            for word in recurring:
+                before = fold.cache_info().hits
+                fold(word)
+                hits += fold.cache_info().hits - before
+                lookups += 1
+    # Every lookup after the two first sightings of each recurring word hits.
+    assert hits == lookups - 2 * len(recurring)
+    assert fold.cache_info().currsize == len(recurring)
+    _clear()
+
+
+@pytest.mark.parametrize("record", [*ENGLISH, *CHINESE])
+def test_results_are_the_same_with_and_without_the_caches(
+    record: tuple[str, list[str], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    query, contexts, answer = record
+    _clear()
+    cached = [_score(query, contexts, answer) for _ in range(3)]
+    assert any(len(cache) for _, cache in _caches())
+    _clear()
+    with monkeypatch.context() as patched:
+        patched.setattr(RecurringCache, "offer", lambda self, key, value: False)
+        uncached = _score(query, contexts, answer)
+        assert not any(len(cache) for _, cache in _caches())
+    assert cached == [uncached] * 3
