@@ -68,7 +68,8 @@ _ = (
     # waiting intake, the one benches and tests feed it through, as the trace stage feeds it
     # with `take` and `room` (processors/evaluation/_stage.py); the rules a boosts change
     # rebuilt, a cost otherwise seen only in time (processors/sampler.py); the categories the
-    # safety screen names (detector/safety.py).
+    # safety screen names (detector/safety.py); a cache's entry count, that of
+    # `functools.lru_cache`'s `cache_info()`, which tests hold to its bound (shared/recurring.py).
     name.bytes_bound,
     name.known_evaluators,
     name.calls_per_record,
@@ -77,4 +78,5 @@ _ = (
     name.put_many,
     name.rules_built,
     name.CATEGORIES,
+    name.currsize,
 )

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Generic, TypeVar
+
 from monitor.shared.recurring import CacheInfo, recurring_cache
 
 T = TypeVar("T")
