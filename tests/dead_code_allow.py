@@ -68,8 +68,9 @@ _ = (
     # waiting intake, the one benches and tests feed it through, as the trace stage feeds it
     # with `take` and `room` (processors/evaluation/_stage.py); the rules a boosts change
     # rebuilt, a cost otherwise seen only in time (processors/sampler.py); the categories the
-    # safety screen names (detector/safety.py); a cache's entry count, that of
-    # `functools.lru_cache`'s `cache_info()`, which tests hold to its bound (shared/recurring.py).
+    # safety screen names (detector/safety.py); `functools.lru_cache`'s interface on the
+    # caches that admit what recurs, which benches clear and tests hold to their bounds
+    # (shared/recurring.py, detector/cjk.py).
     name.bytes_bound,
     name.known_evaluators,
     name.calls_per_record,
@@ -79,4 +80,6 @@ _ = (
     name.rules_built,
     name.CATEGORIES,
     name.currsize,
+    name.cache_info,
+    name.cache_clear,
 )

@@ -18,11 +18,12 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
-from monitor.shared.recurring import CacheInfo, recurring_cache
+from monitor.shared.recurring import CacheInfo, RecurringCache, recurring_cache
 
 T = TypeVar("T")
+_MISSING: Any = object()
 
 
 @lru_cache(maxsize=1)
@@ -79,23 +80,28 @@ _CACHED_CHARS = 256
 
 
 class _CachedShort(Generic[T]):
-    """`function` with a cache that admits what recurs (`recurring_cache`) for a first
+    """`function` with a cache that admits what recurs (`RecurringCache`) for a first
     argument of at most `_CACHED_CHARS` characters; a longer one is computed each time."""
 
     def __init__(self, function: Callable[..., T]) -> None:
         self._function = function
-        self._cached = recurring_cache(4096)(function)
+        self.cache: RecurringCache[Any, T] = RecurringCache(4096)
 
     def __call__(self, text: str, *rest: Any) -> T:
-        if len(text) <= _CACHED_CHARS:
-            return self._cached(text, *rest)
-        return self._function(text, *rest)
+        if len(text) > _CACHED_CHARS:
+            return self._function(text, *rest)
+        key = (text, *rest) if rest else text
+        value = self.cache.entries.get(key, _MISSING)
+        if value is _MISSING:
+            value = self._function(text, *rest)
+            self.cache.offer(key, value)
+        return cast("T", value)
 
     def cache_clear(self) -> None:
-        self._cached.cache_clear()
+        self.cache.clear()
 
     def cache_info(self) -> CacheInfo:
-        return self._cached.cache_info()
+        return self.cache.info()
 
 
 @_CachedShort

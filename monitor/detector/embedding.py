@@ -74,7 +74,7 @@ class Embedder:
     def _word(self, word: str) -> tuple[bytes, int, float]:
         """(sum of the word's piece vectors as float32 bytes, number of pieces,
         specificity 0..1). Bytes: many words' vectors join into one array in one copy."""
-        hit: tuple[bytes, int, float] | None = self._words.lookup(word)
+        hit = self._words.entries.get(word)
         if hit is not None:
             return hit
         single = self._tokenizer.token_to_id(_BOUNDARY + word)
@@ -97,8 +97,8 @@ class Embedder:
 
     def _stacked(self, words: Iterable[str]) -> np.ndarray:
         """The words' summed piece vectors, one row each."""
-        word = self._word
-        joined = b"".join([word(w)[0] for w in words])
+        cached, word = self._words.entries, self._word
+        joined = b"".join([(cached.get(w) or word(w))[0] for w in words])
         return np.frombuffer(joined, dtype=np.float32).reshape(-1, self.dim)
 
     def word_vectors(self, words: Sequence[str]) -> np.ndarray:
@@ -203,10 +203,10 @@ class Embedder:
         longest: int,
     ) -> np.ndarray:
         """The word-vector sums of `segments[k]` for k in `block`, one row each."""
-        word, pad = self._word, _NEGATIVE_ZERO * self.dim
+        cached, word, pad = self._words.entries, self._word, _NEGATIVE_ZERO * self.dim
         rows: list[bytes] = []
         for k in block:
-            rows += [word(w)[0] for w in segments[k][1]]
+            rows += [(cached.get(w) or word(w))[0] for w in segments[k][1]]
             rows += [pad] * (longest - lengths[k])
         vectors = np.frombuffer(b"".join(rows), dtype=np.float32)
         sums: np.ndarray = np.add.reduce(vectors.reshape(len(block), longest, self.dim), axis=1)

@@ -98,7 +98,7 @@ def anchors() -> tuple[np.ndarray, np.ndarray]:
 def _word_scores(word: str) -> np.ndarray | None:
     """Every topic's score for `word` (its closest anchor's cosine); None for a word
     without a vector."""
-    kept = _scores.lookup(word, _NOT_KEPT)
+    kept = _scores.entries.get(word, _NOT_KEPT)
     if kept is not _NOT_KEPT:
         return kept  # type: ignore[no-any-return]
     matrix, owners = anchors()
