@@ -12,7 +12,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from monitor.detector import cjk
-from monitor.shared.recurring import recurring_cache
+from monitor.shared.recurring import recurring_cache, scoped_by
 
 # A word (a letter, then letters and apostrophes), or a number with its $, % or ordinal
 # suffix. The two start with different characters, so their order does not change what
@@ -205,6 +205,16 @@ class _Scope(AbstractContextManager[None]):
         if sum(map(len, shared.results.values())) > _KEPT_BETWEEN:
             shared.results = defaultdict(dict)
             shared.key = None
+
+
+def _record_in_scope() -> object:
+    """The record being scored (by identity), None outside `shared_work`."""
+    return id(_shared.key) if _shared.active is not None else None
+
+
+# A word read for several checks of one record is one sighting for the caches that admit
+# what recurs: one record's new words do not enter them.
+scoped_by(_record_in_scope)
 
 
 def shared_results(kind: str) -> dict[Hashable, Any] | None:

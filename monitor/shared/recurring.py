@@ -3,10 +3,15 @@
 A cache keyed by a sender's text (words, sentences) meets new keys with every request (names,
 ids, misspellings). An LRU cache admits each one and pushes out a key that recurs; bounded,
 its memory still climbs to the bound with keys that will never be asked again. Here a key's
-first sighting only marks it in a bounded "seen once" ring (of hashes, so a long text is not
-held twice); a second sighting while the mark is there admits it (TinyLFU's doorkeeper). A
-key that recurs within the ring's span is cached; a stream of one-off keys passes through
-both without evicting it. A hash collision admits a key one sighting early: harmless.
+first sighting only marks it in a "seen once" filter; a second sighting while the mark is
+there admits it (TinyLFU's doorkeeper). The filter is a Bloom filter of fixed size (its
+bytes, not the keys, so no key is held twice), emptied after every `seen` marks: a key that
+recurs within that span is cached, and a stream of one-off keys passes through without
+evicting it. A false positive (a few in a thousand) admits a key one sighting early.
+
+Sightings count once per scope (`scoped_by`: the detector's is the record being scored): a
+record reads its question's words for several checks, and a new name in the question and
+the answer recurs within it, yet it need not recur in the next record.
 
 Admitted keys leave oldest first. A hit is a plain dictionary read, with no bookkeeping: the
 detector reads these caches about a thousand times a record, and keeping recency order on
@@ -17,7 +22,7 @@ back after two more sightings.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from functools import update_wrapper
@@ -29,12 +34,33 @@ A = TypeVar("A", contravariant=True)
 R = TypeVar("R", covariant=True)
 
 _MISSING: Any = object()
+# The filter's bits per mark it holds before it is emptied, and the probes of a mark: with
+# two probes, a key never seen passes for a seen one with odds of (2 / 32)² when the filter
+# is full, a third of that on average.
+_BITS_PER_MARK = 32
+# Spreads a hash's bits over both probes (a small integer is its own hash).
+_SPREAD = 0x9E3779B97F4A7C15
+_WORD = (1 << 64) - 1
+
+
+def _no_scope() -> object:
+    return None
+
+
+_scope: Callable[[], object] = _no_scope
+
+
+def scoped_by(source: Callable[[], object]) -> None:
+    """Sightings of a key while `source()` returns the same value (not None) count as one,
+    in every cache of the process."""
+    global _scope
+    _scope = source
 
 
 @dataclass(frozen=True)
 class CacheInfo:
     """Like `functools.lru_cache`'s `cache_info()`, less the hits (not counted: see above),
-    plus the keys seen once."""
+    plus the marks in the "seen once" filter."""
 
     misses: int
     maxsize: int
@@ -43,11 +69,22 @@ class CacheInfo:
 
 
 class RecurringCache(Generic[K, V]):
-    """At most `maxsize` entries, admitted on a key's second sighting within the last `seen`
-    first sightings (default: `maxsize`). Read it with `entries.get`; give it each value
+    """At most `maxsize` entries, admitted on a key's second sighting before the "seen once"
+    filter is emptied (after every `seen` first sightings; default: `maxsize`). Read it with `entries.get`; give it each value
     computed on a miss with `offer`."""
 
-    __slots__ = ("_lock", "_order", "_seen", "entries", "maxsize", "misses", "seen_size")
+    __slots__ = (
+        "_in_scope",
+        "_lock",
+        "_marks",
+        "_order",
+        "_scope",
+        "_seen",
+        "entries",
+        "maxsize",
+        "misses",
+        "seen_size",
+    )
 
     def __init__(self, maxsize: int, seen: int | None = None) -> None:
         if maxsize < 1:
@@ -56,7 +93,11 @@ class RecurringCache(Generic[K, V]):
         self.seen_size = max(1, maxsize if seen is None else seen)
         self.entries: dict[K, V] = {}
         self._order: deque[K] = deque()
-        self._seen: OrderedDict[int, None] = OrderedDict()
+        self._seen = bytearray(self.seen_size * _BITS_PER_MARK // 8)
+        self._marks = 0
+        # The scope of the last sighting, and the hashes sighted in it.
+        self._scope: object = None
+        self._in_scope: set[int] = set()
         self._lock = threading.Lock()
         self.misses = 0
 
@@ -67,12 +108,28 @@ class RecurringCache(Generic[K, V]):
         """A miss: keep `value` for `key` if `key` was seen recently, else mark it seen.
         Returns whether it was admitted."""
         mark = hash(key)
+        spread = (mark * _SPREAD) & _WORD
+        bits = len(self._seen) * 8
+        first, second = spread % bits, (spread >> 32) % bits
+        scope = _scope()
         with self._lock:
             self.misses += 1
-            if self._seen.pop(mark, _MISSING) is _MISSING:
-                self._seen[mark] = None
-                if len(self._seen) > self.seen_size:
-                    self._seen.popitem(last=False)
+            if scope is not None:
+                if scope != self._scope or len(self._in_scope) > self.seen_size:
+                    self._scope = scope
+                    self._in_scope.clear()
+                if mark in self._in_scope:
+                    return False
+                self._in_scope.add(mark)
+            seen = self._seen
+            marked = seen[first >> 3] >> (first & 7) & 1 and seen[second >> 3] >> (second & 7) & 1
+            if not marked:
+                seen[first >> 3] |= 1 << (first & 7)
+                seen[second >> 3] |= 1 << (second & 7)
+                self._marks += 1
+                if self._marks >= self.seen_size:
+                    self._seen = bytearray(len(seen))
+                    self._marks = 0
                 return False
             if key not in self.entries:
                 self._order.append(key)
@@ -85,11 +142,12 @@ class RecurringCache(Generic[K, V]):
         with self._lock:
             self.entries.clear()
             self._order.clear()
-            self._seen.clear()
-            self.misses = 0
+            self._seen = bytearray(len(self._seen))
+            self._marks = self.misses = 0
+            self._in_scope.clear()
 
     def info(self) -> CacheInfo:
-        return CacheInfo(self.misses, self.maxsize, len(self.entries), len(self._seen))
+        return CacheInfo(self.misses, self.maxsize, len(self.entries), self._marks)
 
 
 class RecurringFunction(Protocol[A, R]):

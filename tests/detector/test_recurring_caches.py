@@ -12,7 +12,7 @@ import pytest
 
 from monitor.detector import score_groundedness, score_relevance, score_retrieval, topics
 from monitor.detector.embedding import shared_embedder
-from monitor.detector.text import fold
+from monitor.detector.text import fold, shared_work
 from monitor.shared.recurring import RecurringCache, recurring_cache
 
 ENGLISH = (
@@ -84,16 +84,18 @@ def _score(query: str, contexts: list[str], answer: str) -> tuple[str, ...]:
 
 
 def test_a_cache_admits_a_key_on_its_second_sighting_only() -> None:
-    cache: RecurringCache[str, int] = RecurringCache(maxsize=4, seen=8)
+    cache: RecurringCache[str | int, int] = RecurringCache(maxsize=4, seen=8)
     assert not cache.offer("北风", 1) and "北风" not in cache.entries
     assert cache.offer("北风", 1) and cache.entries["北风"] == 1
+    # Integers are their own hashes: which of them the filter mistakes is the same each run.
+    for n in range(1000, 1100):
+        cache.offer(n, n)
+    assert len(cache) == 1 and cache.info().seen <= 8
     for n in range(100):
-        cache.offer(f"one-off {n}", n)
-    assert len(cache) == 1 and cache.info().seen == 8
-    for n in range(100):
-        cache.offer(f"twice {n}", n)
-        cache.offer(f"twice {n}", n)
-    assert len(cache) == 4 and "twice 99" in cache.entries and "北风" not in cache.entries
+        cache.offer(n, n)
+        cache.offer(n, n)
+    assert len(cache) == 4 and 99 in cache.entries and "北风" not in cache.entries
+    assert cache.info().misses == 302
 
 
 def test_a_cached_function_keeps_none_and_computes_each_key_until_it_recurs() -> None:
@@ -139,22 +141,28 @@ def test_every_cache_stays_within_its_bound_under_new_words_in_every_request(
 
 def test_one_off_words_do_not_enter_the_word_caches() -> None:
     """A word sent once is computed and marked, not kept: a stream of them leaves every
-    word cache as it was."""
+    word cache about as it was (an LRU cache would hold its bound of them)."""
     _clear()
     recurring = ["bridge", "lighthouse", "北风", "面包店", "φάρος"]
     for word in recurring * 2:
         fold(word)
         topics.question_topic(f"Where is the {word}?")
     before = {name: len(cache) for name, cache in _caches()}
-    for n in range(fold.cache.seen_size * 3):
+    sent = fold.cache.seen_size * 3
+    for n in range(sent):
         word = _new_word(n)
         fold(word)
         # Its topic scores read its vector: the one sighting of the word by the embedder.
         topics.question_topic(f"Where is the {word}?")
     after = {name: len(cache) for name, cache in _caches()}
-    assert after["monitor.detector.text.fold"] == before["monitor.detector.text.fold"]
-    assert after["monitor.detector.topics._scores"] == before["monitor.detector.topics._scores"]
-    assert after["embedding words"] == before["embedding words"]
+    # The filter mistakes a few new words in a thousand for seen ones (hashes of text
+    # change with each process): at most 1% of the one-off words enter.
+    for name in (
+        "monitor.detector.text.fold",
+        "monitor.detector.topics._scores",
+        "embedding words",
+    ):
+        assert before[name] <= after[name] <= before[name] + sent // 100, (name, before, after)
     _clear()
 
 
@@ -164,7 +172,7 @@ def test_recurring_words_stay_cached_while_one_off_words_pass() -> None:
     _clear()
     recurring = ["bridge", "灯塔", "φάρος", "Strauss"]
     hits = lookups = 0
-    for n in range(fold.cache.maxsize * 3):
+    for n in range(fold.cache.maxsize * 3):  # one-off words, three times the bound
         fold(_new_word(n))
         if n % 50 == 0:
             for word in recurring:
@@ -174,7 +182,10 @@ def test_recurring_words_stay_cached_while_one_off_words_pass() -> None:
                 lookups += 1
     # Every lookup after the two first sightings of each recurring word hits.
     assert hits == lookups - 2 * len(recurring)
-    assert fold.cache_info().currsize == len(recurring)
+    # The rest of the cache: the few one-off words the filter mistook for seen ones.
+    assert (
+        len(recurring) <= fold.cache_info().currsize <= len(recurring) + fold.cache.maxsize // 100
+    )
     _clear()
 
 
@@ -192,3 +203,22 @@ def test_results_are_the_same_with_and_without_the_caches(
         uncached = _score(query, contexts, answer)
         assert not any(len(cache) for _, cache in _caches())
     assert cached == [uncached] * 3
+
+
+def test_a_word_recurring_within_one_record_is_one_sighting() -> None:
+    """A new name in the question and the answer of one record, read by every check, does
+    not enter the caches; the same name in the next record does."""
+    _clear()
+    name = _new_word(99_999)
+    query, contexts, answer = (
+        f"Who is {name}？",
+        [f"{name}：灯塔建于一八七四年。"],
+        f"{name} built it.",
+    )
+    with shared_work(object()):
+        _score(query, contexts, answer)
+    assert name not in fold.cache.entries and name not in shared_embedder()._words.entries
+    with shared_work(object()):
+        _score(query, contexts, answer)
+    assert name in fold.cache.entries and name in shared_embedder()._words.entries
+    _clear()
