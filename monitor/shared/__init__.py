@@ -1,3 +1,3 @@
 """Machinery every layer may use and that knows no stage: the version, bounded queues,
-label caps, listening sockets, logging, attribute nesting limits, retries, thread settings,
-how worker processes start."""
+label caps, caches that admit what recurs, listening sockets, logging, attribute nesting
+limits, retries, thread settings, how worker processes start."""
