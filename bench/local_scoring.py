@@ -131,6 +131,8 @@ def clear_text_caches() -> None:
     for name, module in list(sys.modules.items()):
         if name.startswith("monitor.detector"):
             for value in vars(module).values():
+                if isinstance(value, type):
+                    continue  # a cache's class, not a cache
                 info = getattr(value, "cache_info", None)
                 if info is not None and info().maxsize != 1:
                     value.cache_clear()
