@@ -34,14 +34,13 @@ import pytest
 from harness.framework_envs import APP_IDLE_TIMEOUT_S, APP_WAIT_S, run_python_app
 from harness.wait import wait_until_async
 from monitor.alerts import AlertEngine
-from monitor.component import Alert, Evaluated
-from monitor.config import AlertRule, Config
+from monitor.component import Alert
+from monitor.config import Config
 from monitor.receivers.otlp import OtlpReceivers
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.service import Service
-from monitor.telemetry import create_telemetry
-from tests.alerts.test_alerts import Clock
+from tests.frameworks._verdict_replay import baselines_started, replay
 from tests.frameworks.apps.framework_apps import PLANTED_THREE, QUESTIONS
 from tests.receivers.test_external_verdicts import Capture
 
@@ -201,67 +200,11 @@ def test_the_apps_judge_changing_its_version_is_a_new_revision(observed: Observe
     assert {n[2] for n in new} == {"judge-v2"}
 
 
-# The replay on simulated time (as tests/alerts/test_external_rules.py): the verdicts of a
-# run, in turn, every `STEP_S`.
-STEP_S = 5.0
-PER_STEP = 48  # eight times each of a run's six verdicts every five seconds
-
-
-def _rules() -> list[AlertRule]:
-    config = Config.model_validate(
-        {
-            "alerts": {
-                "evaluation_interval_s": STEP_S,
-                "rules": [
-                    {
-                        "name": "app_judge",
-                        "evaluator": EVALUATOR,
-                        "window": "60s",
-                        "min_samples": 50,
-                        "baseline": {"window": "10m", "min_samples": 200},
-                        "min_increase": 0.05,
-                        "false_page_every": "2h",
-                    }
-                ],
-            }
-        }
-    )
-    return list(config.alerts.rules)
+RULE = "app_judge"
 
 
 def _replay(phases: list[tuple[float, Run]]) -> tuple[list[Alert], AlertEngine]:
-    """`(seconds, run)` phases: each run's verdicts as the monitor read them, in turn, on
-    the requests of many users (each its own question), into the engine on its own clock."""
-    clock = Clock()
-    engine = AlertEngine(_rules(), create_telemetry(), evaluation_interval_s=STEP_S, clock=clock)
-    n = 0
-    sent: list[Alert] = []
-    for seconds, run in phases:
-        judged = run.judged()
-        for _ in range(int(seconds / STEP_S)):
-            for _ in range(PER_STEP):
-                record, verdict = judged[n % len(judged)]
-                n += 1
-                # Another user's question judged as this one was: the engine takes the
-                # repeats of one question (its fingerprint, of the query and documents)
-                # as one piece of evidence, so the replayed request has none.
-                request = RagRecord(
-                    request_id=f"replay-{n}",
-                    service=record.service,
-                    route=record.route,
-                    response=record.response,
-                )
-                engine.emit([Evaluated(request, {EVALUATOR: verdict})])
-            clock.now += STEP_S
-            sent.extend(engine.evaluate())
-    return sent, engine
-
-
-def _baselines_started(engine: AlertEngine, reason: str) -> float:
-    value = engine._t.registry.get_sample_value(
-        "rag_monitor_alert_baselines_started_total", {"rule": "app_judge", "reason": reason}
-    )
-    return value or 0.0
+    return replay(RULE, EVALUATOR, [(seconds, run.judged()) for seconds, run in phases])
 
 
 def _fail_rate(run: Run) -> float:
@@ -275,7 +218,7 @@ def test_a_doubling_of_the_apps_own_fail_rate_pages(observed: Observed) -> None:
     sent, _ = _replay([(900, baseline), (300, doubled)])
     firing = [a for a in sent if a.status == "firing"]
     assert firing, "the doubling paged"
-    assert {a.rule for a in firing} == {"app_judge"}
+    assert {a.rule for a in firing} == {RULE}
     assert firing[0].annotations["evaluator_revision"] == "judge-v1"
 
 
@@ -285,7 +228,7 @@ def test_the_apps_judge_changing_its_version_does_not_page(observed: Observed) -
     assert _fail_rate(new_judge) == 2 * _fail_rate(baseline)
     sent, engine = _replay([(900, baseline), (600, new_judge)])
     assert [a for a in sent if a.status == "firing"] == []
-    assert _baselines_started(engine, "revision") == 1
+    assert baselines_started(engine, RULE, "revision") == 1
 
 
 def test_the_apps_steady_judge_never_pages(observed: Observed) -> None:
