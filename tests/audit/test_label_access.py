@@ -11,6 +11,8 @@ import base64
 import json
 import urllib.error
 import urllib.request
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -117,14 +119,15 @@ async def test_labels_need_the_token_on_a_public_address(monkeypatch: pytest.Mon
         await service.shutdown(30)
 
 
-@pytest.mark.asyncio
-async def test_labels_behind_the_web_configs_basic_auth(tmp_path: Path) -> None:
-    """With no token, a web config with basic-auth users guards the endpoint on a public
-    address: without the user's credentials a post is a 401, with them it is taken."""
+@asynccontextmanager
+async def _behind_basic_auth(tmp_path: Path, endpoint: str) -> AsyncIterator[tuple[Path, int, str]]:
+    """A service with no token whose labels a web config with a basic-auth user guards, on
+    `endpoint`: a post without the user's credentials is a 401, with them it is taken.
+    Yields the web config's file, the port and the credentials' header."""
     hashed = bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()
     web = tmp_path / "web.yml"
     web.write_text(f"basic_auth_users: {{labeller: '{hashed}'}}\n")
-    prometheus = {"endpoint": "0.0.0.0:0", "web_config_file": str(web)}
+    prometheus = {"endpoint": endpoint, "web_config_file": str(web)}
     config = _labelled(token=False, exporters={"prometheus": prometheus})
     service = Service(config, with_receivers=False)
     await service.start()
@@ -136,10 +139,18 @@ async def test_labels_behind_the_web_configs_basic_auth(tmp_path: Path) -> None:
         basic = "Basic " + base64.b64encode(b"labeller:pw").decode()
         status, answer = await _ask(port, "/audit/labels", [], basic)
         assert (status, answer) == (200, {"joined": 0, "refused": []})
-        status, page = await _ask(port, "/audit", authorization=basic)
-        assert status == 200 and page["awaiting_labels"] == []
+        yield web, port, basic
     finally:
         await service.shutdown(30)
+
+
+@pytest.mark.asyncio
+async def test_labels_behind_the_web_configs_basic_auth(tmp_path: Path) -> None:
+    """With no token, a web config with basic-auth users guards the endpoint on a public
+    address: without the user's credentials a post is a 401, with them it is taken."""
+    async with _behind_basic_auth(tmp_path, "0.0.0.0:0") as (_, port, basic):
+        status, page = await _ask(port, "/audit", authorization=basic)
+        assert status == 200 and page["awaiting_labels"] == []
 
 
 @pytest.mark.asyncio
@@ -297,23 +308,7 @@ async def test_on_loopback_the_web_config_guards_labels_and_keeps_asking(tmp_pat
     """No token, a web config with basic-auth users, on 127.0.0.1: a post without the
     user's credentials is a 401; a reloaded web config that stops asking is not taken (the
     post is still refused)."""
-    hashed = bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()
-    web = tmp_path / "web.yml"
-    web.write_text(f"basic_auth_users: {{labeller: '{hashed}'}}\n")
-    prometheus = {"endpoint": "127.0.0.1:0", "web_config_file": str(web)}
-    config = _labelled(token=False, exporters={"prometheus": prometheus})
-    service = Service(config, with_receivers=False)
-    await service.start()
-    try:
-        assert service.http is not None and service.http.bound_port is not None
-        port = service.http.bound_port
-        status, _ = await _ask(port, "/audit/labels", [])
-        assert status == 401
-        basic = "Basic " + base64.b64encode(b"labeller:pw").decode()
-        status, answer = await _ask(port, "/audit/labels", [], basic)
-        assert (status, answer) == (200, {"joined": 0, "refused": []})
+    async with _behind_basic_auth(tmp_path, "127.0.0.1:0") as (web, port, _):
         web.write_text("# asks for nothing now, a file of another size\n")
         status, _ = await _ask(port, "/audit/labels", [])
         assert status == 401
-    finally:
-        await service.shutdown(30)
