@@ -41,11 +41,13 @@ def populate(t: Telemetry, services: int, routes: int) -> int:
     for s in range(services):
         service = f"service-{s}"
         for evaluator in EVALUATORS:
-            t.child(t.evaluation_score, service, evaluator).observe(0.7)
-            t.child(t.sampling_decisions, service, evaluator, "sampled").inc()
+            t.child(t.histogram("evaluation_score"), service, evaluator).observe(0.7)
+            t.child(t.counter("sampling_decisions"), service, evaluator, "sampled").inc()
             for r in range(routes):
                 for outcome in ("pass", "fail", "error"):
-                    t.child(t.evaluations, service, "", f"/route/{r}", evaluator, outcome).inc()
+                    t.child(
+                        t.counter("evaluations"), service, "", f"/route/{r}", evaluator, outcome
+                    ).inc()
     return sum(len(f.samples) for f in t.registry.collect())
 
 

@@ -110,36 +110,11 @@ def _register(row: Metric, registry: CollectorRegistry) -> Counter | Gauge | His
 class Telemetry:
     """All self-metrics, registered on `registry`. Tests make a fresh one each.
 
-    The fields are the metrics every pipeline has, made at once; a component's own
-    metrics are made on first use by `counter`, `gauge` and `histogram`."""
+    Every metric of the table is had one way: by its name through `counter`, `gauge` and
+    `histogram`, made on its first use (a second component of a kind gets the same one)."""
 
     registry: CollectorRegistry
     declared: Declared
-    spans_received: Counter
-    records: Counter
-    records_context_source: Counter
-    records_rejected: Counter
-    records_incomplete: Counter
-    evaluations_skipped: Counter
-    records_truncated: Counter
-    label_values_cut: Counter
-    sampling_decisions: Counter
-    evaluations: Counter
-    evaluation_score: Histogram
-    safety_evaluations: Counter
-    evaluation_duration: Histogram
-    judge_requests: Counter
-    judge_tokens: Counter
-    judge_cost: Counter
-    queue_depth: Gauge
-    dropped: Counter
-    kafka_lag: Gauge
-    defect_rate: Gauge
-    alert_firing: Gauge
-    alert_notifications: Counter
-    retry_after_invalid: Counter
-    build_info: Gauge
-    evaluator_revision: Gauge
     service_cap: LabelCap
     version_cap: LabelCap
     route_cap: LabelCap
@@ -207,14 +182,6 @@ def create_telemetry(
         made: Counter = declared.get(name, "counter")
         return made
 
-    def gauge(name: str) -> Gauge:
-        made: Gauge = declared.get(name, "gauge")
-        return made
-
-    def histogram(name: str) -> Histogram:
-        made: Histogram = declared.get(name, "histogram")
-        return made
-
     overflow = counter("label_overflow")
     label_values_cut = counter("label_values_cut")
 
@@ -229,41 +196,15 @@ def create_telemetry(
             cut=label_values_cut.labels(label).inc,
         )
 
-    build_info = gauge("build_info")
-    build_info.labels(__version__, platform.python_version()).set(1)
     telemetry = Telemetry(
         registry=reg,
         declared=declared,
-        spans_received=counter("spans_received"),
-        records=counter("records"),
-        records_context_source=counter("records_context_source"),
-        records_rejected=counter("records_rejected"),
-        records_truncated=counter("records_truncated"),
-        label_values_cut=label_values_cut,
-        records_incomplete=counter("records_incomplete"),
-        evaluations_skipped=counter("evaluations_skipped"),
-        sampling_decisions=counter("sampling_decisions"),
-        evaluations=counter("evaluations"),
-        evaluation_score=histogram("evaluation_score"),
-        safety_evaluations=counter("safety_evaluations"),
-        evaluation_duration=histogram("evaluation_duration_seconds"),
-        judge_requests=counter("judge_requests"),
-        judge_tokens=counter("judge_tokens"),
-        judge_cost=counter("judge_cost_usd"),
-        queue_depth=gauge("queue_depth"),
-        dropped=counter("dropped"),
-        kafka_lag=gauge("kafka_lag"),
-        defect_rate=gauge("defect_rate"),
-        alert_firing=gauge("alert_firing"),
-        alert_notifications=counter("alert_notifications"),
-        retry_after_invalid=counter("retry_after_invalid"),
-        # `rag_monitor_build_info{version, python} 1`, to join versions onto other series.
-        build_info=build_info,
-        evaluator_revision=gauge("evaluator_revision_info"),
         service_cap=cap(max_services, allowed_services, "service"),
         version_cap=cap(max_versions, allowed_versions, "version"),
         route_cap=cap(max_routes, allowed_routes, "route"),
     )
+    # `rag_monitor_build_info{version, python} 1`, to join versions onto other series.
+    telemetry.gauge("build_info").labels(__version__, platform.python_version()).set(1)
     telemetry.service_cap.on_evict(partial(telemetry.forget, "service"))
     telemetry.version_cap.on_evict(partial(telemetry.forget, "version"))
     telemetry.route_cap.on_evict(partial(telemetry.forget, "route"))

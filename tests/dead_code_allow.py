@@ -42,7 +42,7 @@ _ = (
     name.server_tool_call_response,
     # Fields read by name: config keys (config/_receivers.py), a convention's sources
     # (conventions/_entry.py, read field by field), a record's fields (records/__init__.py,
-    # written to results lines), the build-info gauge kept registered (telemetry.py).
+    # written to results lines).
     name.auth_token_env,
     name.ssl_cafile,
     name.ssl_certfile,
@@ -52,7 +52,6 @@ _ = (
     name.tool_result,
     name.expected_retrieved_context,
     name.latency_ms,
-    name.build_info,
     # Imported for its side effect: the workers' scorers are built before the first record
     # (processors/evaluation/_preload.py).
     name.monitor,

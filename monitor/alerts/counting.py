@@ -65,7 +65,7 @@ class Counting:
                 evaluated.record.request_id,
                 evaluated.record.service,
             )
-            self._t.dropped.labels("alerts", "paired_error").inc()
+            self._t.counter("dropped").labels("alerts", "paired_error").inc()
 
     def count_shadow(self, origin: Origin, shadow: Results, now: float, own: Results) -> None:
         """Verdicts of revisions scoring `origin`'s record in shadow (`evaluators[].next`)

@@ -299,7 +299,7 @@ class AlertEngine(Counting):
                 self._outbox.send(self.evaluate())
             except Exception:
                 log.exception("alert evaluation failed")
-                self._t.dropped.labels("alerts", "internal_error").inc()
+                self._t.counter("dropped").labels("alerts", "internal_error").inc()
             await self._save()
 
     async def _save(self) -> None:

@@ -26,7 +26,10 @@ class AlertGauges:
         self._evicted = telemetry.counter("alert_conversations_evicted")
         self._evictions_logged = -math.inf
         # Every gauge of a service: `forget_service` removes them.
-        self._per_service: list[Gauge] = [telemetry.defect_rate, telemetry.alert_firing]
+        self._per_service: list[Gauge] = [
+            telemetry.gauge("defect_rate"),
+            telemetry.gauge("alert_firing"),
+        ]
 
         def gauge(name: str) -> Gauge:
             self._per_service.append(telemetry.gauge(name))
@@ -56,7 +59,7 @@ class AlertGauges:
         self._samples.labels(service, rule, window).set(samples)
 
     def rate(self, service: str, rule: str, samples: int, mean: float) -> None:
-        _set_or_remove(self._t.defect_rate, samples, mean, service, rule)
+        _set_or_remove(self._t.gauge("defect_rate"), samples, mean, service, rule)
 
     def baseline_rate(self, service: str, rule: str, samples: int, mean: float) -> None:
         _set_or_remove(self._baseline_rate, samples, mean, service, rule)
@@ -81,7 +84,7 @@ class AlertGauges:
         rule's)."""
         cfg = rule.config
         labels = (service, cfg.name, severity or cfg.severity, cohort)
-        self._t.alert_firing.labels(*labels).set(1 if firing else 0)
+        self._t.gauge("alert_firing").labels(*labels).set(1 if firing else 0)
 
     def budget_remaining(self, service: str, rule: str, samples: int, remaining: float) -> None:
         _set_or_remove(self._budget_remaining, samples, remaining, service, rule)
@@ -94,7 +97,7 @@ class AlertGauges:
             gauge.remove_by_labels({"service": service})
 
     def forget_cohort(self, rules: Iterable[str], cohort: str) -> None:
-        for gauge in (self._t.alert_firing, self._cohort_rate, self._cohort_samples):
+        for gauge in (self._t.gauge("alert_firing"), self._cohort_rate, self._cohort_samples):
             for name in rules:
                 gauge.remove_by_labels({"rule": name, "cohort": cohort})
 

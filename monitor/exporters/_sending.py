@@ -107,7 +107,7 @@ class SendingQueue(Generic[T]):
         if max_items < 1 or max_batch < 1 or (max_bytes is not None and max_bytes < 1):
             raise ValueError(f"{name}: the queue's limits must be positive")
         self._send = send
-        self._dropped = telemetry.dropped
+        self._dropped = telemetry.counter("dropped")
         self._stage = stage
         self.name = name
         self._retry = retry

@@ -189,7 +189,7 @@ class AlertSender:
         try:
             return parse_retry_after(value, now=self._wall_clock())
         except InvalidRetryAfter as exc:
-            self._t.retry_after_invalid.labels(target.kind).inc()
+            self._t.counter("retry_after_invalid").labels(target.kind).inc()
             self._log(target, "retry_after", "%s; backing off on our own", exc)
             return None
 
@@ -223,7 +223,7 @@ class AlertSender:
 
     def _count(self, target: _Target, outcome: str, batches: list[_Batch]) -> None:
         n = sum(batch.alerts for batch in batches)
-        self._t.alert_notifications.labels(target.kind, outcome).inc(n)
+        self._t.counter("alert_notifications").labels(target.kind, outcome).inc(n)
 
     def _log(self, target: _Target, trouble: str, message: str, *args: object) -> None:
         self._quiet.warning(

@@ -69,11 +69,15 @@ class MetricsSink:
                             verdict = GUARDRAIL_OUTCOME_OF[severity]
                             guardrails[(service, version, route, name, category, verdict)] += 1
         for series, n in counts.items():
-            _add(t.child(t.evaluations, *series), n, exemplars.get(series))
+            _add(t.child(t.counter("evaluations"), *series), n, exemplars.get(series))
         for service, name, value in scores:
-            t.child(t.evaluation_score, service, name).observe(value)
+            t.child(t.histogram("evaluation_score"), service, name).observe(value)
         for graded_series, n in safety.items():
-            _add(t.child(t.safety_evaluations, *graded_series), n, exemplars.get(graded_series))
+            _add(
+                t.child(t.counter("safety_evaluations"), *graded_series),
+                n,
+                exemplars.get(graded_series),
+            )
         for guarded, n in guardrails.items():
             t.child(self._guardrails, *guarded).inc(n)
 

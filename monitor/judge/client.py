@@ -160,10 +160,10 @@ class JudgeClient:
         self._quiet = RateLimitedLog(log if log_failures else _UNHEARD, 60.0, clock)
         for model in models:  # export zeros so the series exist before the first call
             for outcome in OUTCOMES:
-                telemetry.judge_requests.labels(model, outcome)
+                telemetry.counter("judge_requests").labels(model, outcome)
             for direction in ("input", "output"):
-                telemetry.judge_tokens.labels(model, direction)
-            telemetry.judge_cost.labels(model)
+                telemetry.counter("judge_tokens").labels(model, direction)
+            telemetry.counter("judge_cost_usd").labels(model)
             self._extra.circuit_open.labels(model).set(0)
             for answer_format in ("structured", "free_form"):
                 for result in ANSWER_RESULTS:
@@ -406,7 +406,7 @@ class JudgeClient:
                     breaker,
                 )
             except AttemptError as exc:
-                self._t.judge_requests.labels(model, exc.outcome).inc()
+                self._t.counter("judge_requests").labels(model, exc.outcome).inc()
                 if exc.outcome == "circuit_open":
                     raise
                 if exc.outcome == "timeout":  # said from the first, before any breaker opens
@@ -427,7 +427,7 @@ class JudgeClient:
                 self._extra.retries.labels(model, exc.outcome).inc()
                 await self._sleep(delay)
                 continue
-            self._t.judge_requests.labels(model, "ok").inc()
+            self._t.counter("judge_requests").labels(model, "ok").inc()
             if breaker.is_open:
                 log.info("judge %s circuit closed", model)
             breaker.success()
@@ -436,9 +436,9 @@ class JudgeClient:
             spent.output_tokens += reply.output_tokens
             spent.cost += reply.cost
             spent.logprobs = reply.logprobs
-            self._t.judge_tokens.labels(model, "input").inc(reply.input_tokens)
-            self._t.judge_tokens.labels(model, "output").inc(reply.output_tokens)
-            self._t.judge_cost.labels(model).inc(reply.cost)
+            self._t.counter("judge_tokens").labels(model, "input").inc(reply.input_tokens)
+            self._t.counter("judge_tokens").labels(model, "output").inc(reply.output_tokens)
+            self._t.counter("judge_cost_usd").labels(model).inc(reply.cost)
             return reply
 
     async def _attempt(
@@ -475,7 +475,7 @@ class JudgeClient:
         self._extra.redactions.labels(kind).inc(count)
 
     def _invalid_retry_after(self, model: str, value: str) -> None:
-        self._t.retry_after_invalid.labels("judge").inc()
+        self._t.counter("retry_after_invalid").labels("judge").inc()
         self._quiet.warning(
             f"retry-after:{model}",
             "judge %s sent an unreadable Retry-After %r; backing off on our own",

@@ -124,7 +124,7 @@ async def replay_file(
             try:
                 chunk = await asyncio.to_thread(reader.chunk, stats.lines, telemetry)
             except (OSError, EOFError) as exc:  # a truncated or corrupt gzip stream
-                telemetry.records_rejected.labels(RECEIVER, "bad_gzip").inc()
+                telemetry.counter("records_rejected").labels(RECEIVER, "bad_gzip").inc()
                 on_problem(f"line {stats.lines + 1}: cannot read further: {exc}")
                 stats.rejected += 1
                 break
@@ -152,12 +152,12 @@ def _record(raw: bytes, number: int, telemetry: Telemetry) -> RagRecord | str:
         # orjson: bad UTF-8 and nesting deeper than 1024 are decode errors too.
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        telemetry.records_rejected.labels(RECEIVER, "bad_json").inc()
+        telemetry.counter("records_rejected").labels(RECEIVER, "bad_json").inc()
         return f"line {number}: bad JSON: {exc}"
     try:
         return parse_record(data)
     except RecordError as exc:
-        telemetry.records_rejected.labels(RECEIVER, exc.reason).inc()
+        telemetry.counter("records_rejected").labels(RECEIVER, exc.reason).inc()
         return f"line {number}: {exc.detail}"
 
 
@@ -166,8 +166,8 @@ def _otlp(raw: bytes, number: int, telemetry: Telemetry) -> list[Span] | str:
     try:
         decoded = decode_json(raw)
     except DecodeError as exc:
-        telemetry.records_rejected.labels(RECEIVER, exc.reason).inc()
+        telemetry.counter("records_rejected").labels(RECEIVER, exc.reason).inc()
         return f"line {number}: {exc.detail}"
     if decoded.rejected:
-        telemetry.records_rejected.labels(RECEIVER, "invalid_span").inc(decoded.rejected)
+        telemetry.counter("records_rejected").labels(RECEIVER, "invalid_span").inc(decoded.rejected)
     return decoded.spans

@@ -316,5 +316,5 @@ def test_a_label_value_utf8_cannot_carry_is_repaired_so_every_scrape_still_encod
     assert "\ufffd" in shown and len(shown) <= 128
     shown.encode("utf-8")
     assert cap(value) == shown  # the same series each time
-    telemetry.records.labels(shown, "otlp").inc()
+    telemetry.counter("records").labels(shown, "otlp").inc()
     assert shown.encode("utf-8") in generate_latest(telemetry.registry)

@@ -60,7 +60,7 @@ def _families(text: str) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
 
 
 async def test_gzip_when_asked_and_only_then(server: HealthServer, telemetry: Telemetry) -> None:
-    telemetry.child(telemetry.evaluations, "svc", "", "/r", "local_safety", "pass").inc()
+    telemetry.child(telemetry.counter("evaluations"), "svc", "", "/r", "local_safety", "pass").inc()
     url = f"http://127.0.0.1:{server.bound_port}/metrics"
     async with httpx.AsyncClient() as client:
         async with client.stream("GET", url, headers={"Accept-Encoding": "gzip"}) as zipped:
@@ -88,9 +88,9 @@ async def test_name_filters_select_families(server: HealthServer) -> None:
 async def test_openmetrics_is_negotiated_and_carries_exemplars(
     server: HealthServer, telemetry: Telemetry
 ) -> None:
-    telemetry.child(telemetry.evaluations, "svc", "", "/r", "local_groundedness", "fail").inc(
-        exemplar={"trace_id": "0af7651916cd43dd8448eb211c80319c"}
-    )
+    telemetry.child(
+        telemetry.counter("evaluations"), "svc", "", "/r", "local_groundedness", "fail"
+    ).inc(exemplar={"trace_id": "0af7651916cd43dd8448eb211c80319c"})
     async with httpx.AsyncClient() as client:
         response = await client.get(
             f"http://127.0.0.1:{server.bound_port}/metrics",

@@ -108,7 +108,7 @@ def test_the_readme_quotes_metric_lines_with_every_label() -> None:
     against a real scrape in test_cli's send-sample test)."""
     from monitor.telemetry import create_telemetry
 
-    labels = set(create_telemetry().evaluations._labelnames)
+    labels = set(create_telemetry().counter("evaluations")._labelnames)
     lines = readme_metric_lines()
     assert len(lines) == 2, lines
     for line in lines:

@@ -122,7 +122,7 @@ class BatchEvaluator:
         self._boost_log = RateLimitedLog(log, interval_s=3600.0)
         self._revisions = dict(revisions or {})
         for name, revision in self._revisions.items():
-            telemetry.evaluator_revision.labels(name, revision).set(1)
+            telemetry.gauge("evaluator_revision_info").labels(name, revision).set(1)
         self._previous = dict(previous or {})
         self._clock = clock
         self._previous_evaluations = telemetry.counter("previous_revision_evaluations")
@@ -289,7 +289,7 @@ class BatchEvaluator:
             return False
         for stage in stages:
             self._t.child(
-                self._t.evaluations_skipped,
+                self._t.counter("evaluations_skipped"),
                 item.service,
                 stage.evaluator.name,
                 "extraction_suspect",
@@ -302,7 +302,7 @@ class BatchEvaluator:
         groundedness: it is not judged at all)."""
         part = next(p for p in _PARTS if p in evaluator.requires & missing)
         reason = f"no_{part}"
-        self._t.child(self._t.evaluations_skipped, service, evaluator.name, reason).inc()
+        self._t.child(self._t.counter("evaluations_skipped"), service, evaluator.name, reason).inc()
         self._warn.warning(
             f"skipped/{service}/{evaluator.name}/{reason}",
             "%s skipped a record of service %r: it has no %s (records_incomplete_total "
@@ -326,7 +326,9 @@ class BatchEvaluator:
         if item.script in scripts.READS[name]:
             return False
         service, language = item.service, item.script
-        self._t.child(self._t.evaluations_skipped, service, name, "unsupported_language").inc()
+        self._t.child(
+            self._t.counter("evaluations_skipped"), service, name, "unsupported_language"
+        ).inc()
         self._t.child(self._unsupported_language, service, name, language).inc()
         judges = sorted(s.evaluator.name for s in stages if s.evaluator.kind == "judge")
         self._warn.warning(
@@ -387,7 +389,7 @@ class BatchEvaluator:
                 cpu_work.append((item, unscored))
         # Counted once per series and batch, not once per record and evaluator.
         for labels, n in decisions.items():
-            self._t.child(self._t.sampling_decisions, *labels).inc(n)
+            self._t.child(self._t.counter("sampling_decisions"), *labels).inc(n)
         if cpu_work:
             calls.append(self._score_cpu(cpu_work))
         # A single call (CPU scorers only, the usual case) is awaited as it is: gathering
@@ -418,7 +420,7 @@ class BatchEvaluator:
         except Exception as exc:
             result = self._failed(evaluator.name, item.record, exc)
         if timed:
-            self._t.child(self._t.evaluation_duration, evaluator.name).observe(
+            self._t.child(self._t.histogram("evaluation_duration_seconds"), evaluator.name).observe(
                 time.perf_counter() - started
             )
         return [(item, result)]
@@ -452,7 +454,9 @@ class BatchEvaluator:
 
     def _took(self, item: InFlight, result: EvalResult, seconds: float) -> None:
         """A CPU scorer's result for `item`, counted; an error is logged."""
-        self._t.child(self._t.evaluation_duration, result.name).observe(seconds)
+        self._t.child(self._t.histogram("evaluation_duration_seconds"), result.name).observe(
+            seconds
+        )
         if result.error is not None:
             self._warn.warning(
                 result.name,

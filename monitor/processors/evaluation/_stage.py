@@ -153,7 +153,7 @@ class EvaluationStage:
         self._sinks = list(sinks)
         self._t = telemetry
         self._queue = WorkQueue(
-            queue_size, queue_bytes, max_batch, telemetry.queue_depth.labels("evaluate")
+            queue_size, queue_bytes, max_batch, telemetry.gauge("queue_depth").labels("evaluate")
         )
         screen = ExternalScreen(external, telemetry) if external and settings.verdicts else None
         self._batches = BatchTasks(self._runner, self._evaluators, self._queue, telemetry, screen)
@@ -294,7 +294,7 @@ class EvaluationStage:
         self._deliver_unevaluated(done, owners)
         if given_up:
             self._abandoned += len(given_up)
-            self._t.dropped.labels("evaluate", "shutdown_deadline").inc(len(given_up))
+            self._t.counter("dropped").labels("evaluate", "shutdown_deadline").inc(len(given_up))
             log.warning(
                 "shutdown deadline passed before %d sampled traces were extracted; given up: %s",
                 len(given_up),
@@ -336,7 +336,7 @@ class EvaluationStage:
         ok = _written_ok(writes)
         if not ok:
             self._abandoned += 1
-            self._t.dropped.labels("evaluate", "shutdown_deadline").inc()
+            self._t.counter("dropped").labels("evaluate", "shutdown_deadline").inc()
         if item.on_done is not None:
             item.on_done(ok)
 
@@ -389,7 +389,7 @@ class EvaluationStage:
             await self._process([item])
         except Exception as exc:
             log.exception("%s failed in the evaluation stage twice; giving it up", describe(item))
-            self._t.dropped.labels("evaluate", "internal_error").inc()
+            self._t.counter("dropped").labels("evaluate", "internal_error").inc()
             _failed(item, f"evaluation stage: {type(exc).__name__}: {exc}")
             self._finish(item, ok=False)
 
@@ -410,7 +410,7 @@ class EvaluationStage:
         if not ok and self._stopped:
             # A sink stopped with these results unwritten (the shutdown deadline passed).
             self._abandoned += 1
-            self._t.dropped.labels("evaluate", "shutdown_deadline").inc()
+            self._t.counter("dropped").labels("evaluate", "shutdown_deadline").inc()
         self._finish(item, ok)
 
     async def _process(self, items: list[Item]) -> None:
@@ -473,7 +473,7 @@ class EvaluationStage:
         return each
 
     def _sink_failed(self, sink: ResultSink, record: RagRecord) -> None:
-        self._t.dropped.labels("evaluate", "sink_error").inc()
+        self._t.counter("dropped").labels("evaluate", "sink_error").inc()
         log.exception(
             "%s failed on the results of record %s (service %s); its other records go on",
             type(sink).__name__,

@@ -67,10 +67,10 @@ class Outcomes:
         self.unsampled = telemetry.counter("traces_unsampled")
 
     def dropped(self, reason: str, n: int = 1) -> None:
-        self._t.child(self._t.dropped, STAGE, reason).inc(n)
+        self._t.child(self._t.counter("dropped"), STAGE, reason).inc(n)
 
     def spans_received(self, source: str, n: int) -> None:
-        self._t.child(self._t.spans_received, source).inc(n)
+        self._t.child(self._t.counter("spans_received"), source).inc(n)
 
     def assembly_dropped(self, reason: str, n: int) -> None:
         """Spans trace assembly dropped (`late_span`, `trace_too_large`, `events_only`);
@@ -130,9 +130,9 @@ class Outcomes:
         a part of the text in `records_truncated_total`."""
         for part in cut:
             if part in LABEL_FIELDS:
-                self._t.child(self._t.label_values_cut, part).inc()
+                self._t.child(self._t.counter("label_values_cut"), part).inc()
             else:
-                self._t.child(self._t.records_truncated, part).inc()
+                self._t.child(self._t.counter("records_truncated"), part).inc()
             if part == "documents":
                 self.warn.warning(
                     "documents",
@@ -151,11 +151,13 @@ class Outcomes:
             self._speaking.add(service)
             self._silent.pop(service, None)
             self._forget_evicted()
-        self._t.child(self._t.records, service, source).inc()
-        self._t.child(self._t.records_context_source, service, record.context_source).inc()
+        self._t.child(self._t.counter("records"), service, source).inc()
+        self._t.child(
+            self._t.counter("records_context_source"), service, record.context_source
+        ).inc()
         missing = record.missing()
         for part in sorted(missing):
-            self._t.child(self._t.records_incomplete, service, part).inc()
+            self._t.child(self._t.counter("records_incomplete"), service, part).inc()
         unread = record.metadata.get(UNREAD_VALUES)
         if unread is not None:
             self._partly_read(record, service, unread)
@@ -330,7 +332,7 @@ class Outcomes:
             names.add(root)
 
     def unreadable(self, trace: FinishedTrace, service: str, why: Unreadable) -> None:
-        self._t.child(self._t.records_rejected, trace.source, why.reason).inc()
+        self._t.child(self._t.counter("records_rejected"), trace.source, why.reason).inc()
         self.warn.warning(
             why.reason, "trace %s (service %s): %s", trace.trace_id, service, why.detail
         )
@@ -339,7 +341,7 @@ class Outcomes:
     def rejected(self, delivery: Delivery, problems: list[Invalid]) -> None:
         """Sampled records of a delivery that did not validate."""
         for _, reason, _ in problems:
-            self._t.child(self._t.records_rejected, delivery.source, reason).inc()
+            self._t.child(self._t.counter("records_rejected"), delivery.source, reason).inc()
         _, reason, detail = problems[0]
         self.warn.warning(
             "reject:" + reason, "%s: a sampled record is invalid: %s", delivery.source, detail

@@ -77,7 +77,7 @@ class Commits:
         return None
 
     def failed(self, exc: BaseException) -> None:
-        self._t.dropped.labels("kafka", "commit_failed").inc()
+        self._t.counter("dropped").labels("kafka", "commit_failed").inc()
         self._log.log(
             "commit",
             logging.WARNING,

@@ -193,7 +193,7 @@ class KafkaReceiver:
                     self._step()
                     self.backoff.reset()
                 except Exception as exc:
-                    self._t.dropped.labels("kafka", "poll_error").inc()
+                    self._t.counter("dropped").labels("kafka", "poll_error").inc()
                     self._log.log(
                         "poll",
                         logging.WARNING,

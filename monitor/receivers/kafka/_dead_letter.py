@@ -84,7 +84,7 @@ class DeadLetters:
         future.add_errback(lambda exc: self._failed(exc, done))
 
     def _failed(self, exc: BaseException, done: Callable[[], None]) -> None:
-        self._t.dropped.labels("kafka_dead_letter", "send_error").inc()
+        self._t.counter("dropped").labels("kafka_dead_letter", "send_error").inc()
         self._warn.log(
             "dead_letter",
             logging.ERROR,

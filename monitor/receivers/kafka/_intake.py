@@ -187,7 +187,7 @@ class KafkaIntake:
         problems: list[Rejection],
     ) -> None:
         for problem in problems:
-            self._t.records_rejected.labels(SOURCE, problem.reason).inc()
+            self._t.counter("records_rejected").labels(SOURCE, problem.reason).inc()
         self._log.log(
             "reject:" + problems[0].reason,
             logging.WARNING,
@@ -248,7 +248,7 @@ class KafkaIntake:
         if unit in tracker.dead_lettered:
             tracker.dead_lettered.discard(unit)
             messages = []
-        self._t.dropped.labels(SOURCE, "evaluation_failed").inc()
+        self._t.counter("dropped").labels(SOURCE, "evaluation_failed").inc()
         self._log.log(
             "evaluation_failed",
             logging.ERROR,

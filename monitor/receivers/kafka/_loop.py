@@ -46,7 +46,7 @@ class StageThroughLoop:
         self._stage = stage
         self._answer_within_s = answer_within_s
         self._expired = telemetry.counter("kafka_stage_calls_expired")
-        self._failed = telemetry.dropped
+        self._failed = telemetry.counter("dropped")
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def consume(self, deliveries: Sequence[Delivery]) -> Accepted | Refused:

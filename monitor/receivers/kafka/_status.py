@@ -32,7 +32,7 @@ class LagGauge:
     """The `kafka_lag` series of the partitions we own (consumer thread only)."""
 
     def __init__(self, telemetry: Telemetry) -> None:
-        self._gauge = telemetry.kafka_lag
+        self._gauge = telemetry.gauge("kafka_lag")
         self._series: set[TopicPartition] = set()
 
     def update(

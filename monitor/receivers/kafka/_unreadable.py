@@ -35,7 +35,7 @@ def skip_unreadable(
     tp, first, end = found
     partition = tracker(tp)
     skipped = range(max(first, partition.read_to), end)
-    telemetry.records_rejected.labels(SOURCE, "unreadable_message").inc(len(skipped))
+    telemetry.counter("records_rejected").labels(SOURCE, "unreadable_message").inc(len(skipped))
     quiet.log(
         "unreadable",
         logging.WARNING,

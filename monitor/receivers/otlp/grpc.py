@@ -125,7 +125,7 @@ class OtlpGrpcReceiver:
         message: str,
     ) -> None:
         """Count and log, then end the call with `code` (`abort` raises)."""
-        self._t.records_rejected.labels(RECEIVER, reason).inc()
+        self._t.counter("records_rejected").labels(RECEIVER, reason).inc()
         self._warn.warning(
             reason, "OTLP/gRPC request refused (%s %s): %s", code.name, reason, message
         )
@@ -193,5 +193,7 @@ class OtlpGrpcReceiver:
             self._discarded.add("logs", decoded.rejected)
             return export_success(as_json=False)
         if decoded.rejected:
-            self._t.records_rejected.labels(RECEIVER, "invalid_span").inc(decoded.rejected)
+            self._t.counter("records_rejected").labels(RECEIVER, "invalid_span").inc(
+                decoded.rejected
+            )
         return export_response(decoded, as_json=False)

@@ -142,7 +142,7 @@ class OtlpHttpReceiver:
     def _reject(
         self, status: int, code: int, reason: str, message: str, *, as_json: bool
     ) -> web.Response:
-        self._t.records_rejected.labels(RECEIVER, reason).inc()
+        self._t.counter("records_rejected").labels(RECEIVER, reason).inc()
         self._warn.warning(reason, "OTLP/HTTP request refused (%d %s): %s", status, reason, message)
         return web.Response(
             status=status,
@@ -251,7 +251,9 @@ class OtlpHttpReceiver:
             self._discarded.add("logs", decoded.rejected)
             return self._success(export_success(as_json=as_json), as_json)
         if decoded.rejected:
-            self._t.records_rejected.labels(RECEIVER, "invalid_span").inc(decoded.rejected)
+            self._t.counter("records_rejected").labels(RECEIVER, "invalid_span").inc(
+                decoded.rejected
+            )
         return self._success(export_response(decoded, as_json=as_json), as_json)
 
     def _success(self, body: bytes, as_json: bool) -> web.Response:
