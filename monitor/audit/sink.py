@@ -118,7 +118,8 @@ class AuditSink:
         if self._checks is not None:
             self._withheld_gauge.labels(self._evaluator).set(1)
             self._withheld = self._checks.withheld(self._reference)
-        self._pending_gauge = t.gauge("audit_pending_labels")
+        # A reading, not an event: the count of the records awaiting labels when scraped.
+        t.gauge("audit_pending_labels").set_function(lambda: len(self._pending))
         self._kept = (
             KeptState(
                 state,
@@ -140,7 +141,6 @@ class AuditSink:
             self._windows = restored.windows
             self._pending = restored.pending
             self._traces = restored.traces
-            self._pending_gauge.set(len(self._pending))
             self._publish(set(self._windows))
             if restored.windows or restored.pending:
                 log.info(
@@ -238,7 +238,6 @@ class AuditSink:
                 dropped.service,
                 self._max_pending,
             )
-        self._pending_gauge.set(len(self._pending))
 
     def label(self, request_id: str, defect: bool, source: str) -> str | None:
         """Join a label to its audited record (`LabelSink`): None when joined, else why
@@ -252,11 +251,9 @@ class AuditSink:
             return self._refuse(source, "unknown_id", why)
         if pending.bucket <= self._bucket() - BUCKETS:
             self._pending.pop(request_id)
-            self._pending_gauge.set(len(self._pending))
             why = f"expired: the window of record {request_id!r} ({self._window}) has passed"
             return self._refuse(source, "expired", why)
         self._pending.pop(request_id)
-        self._pending_gauge.set(len(self._pending))
         opened = self._traces.get((pending.service, pending.trace))
         if opened is None:
             opened = self._seen(pending.service, pending.trace, OpenTrace(pending.bucket))
@@ -340,7 +337,6 @@ class AuditSink:
         oldest = self._bucket() - BUCKETS + 1
         for pending in self._pending.drop_older(oldest):
             self._t.child(self._dropped, pending.service).inc()
-        self._pending_gauge.set(len(self._pending))
         self._traces.drop_older(oldest)
         self._publish(set(self._windows))
 

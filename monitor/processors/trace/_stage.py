@@ -127,8 +127,10 @@ class TraceStage:
         # Records and sampled traces the evaluation stage stopped taking (a trace counts
         # as one: its records were never built).
         self.abandoned = 0
-        self.open_traces = self._outcomes.open_traces
-        self.open_trace_bytes = self._outcomes.open_trace_bytes
+        # Readings, not events: read from the assembler when scraped.
+        assembler = self._assembler
+        self._outcomes.open_traces.set_function(lambda: assembler.open_traces)
+        self._outcomes.open_trace_bytes.set_function(lambda: assembler.open_bytes)
         self.assembled = self._outcomes.assembled
         self.unsampled = self._outcomes.unsampled
 
@@ -191,7 +193,6 @@ class TraceStage:
         spans = self._assembler.abandon(gone)
         for trace_id in gone:
             self._metadata.pop(trace_id, None)
-        self._gauge_open()
         if gone:
             self._outcomes.dropped("handed_back", spans)
             log.info(
@@ -394,7 +395,6 @@ class TraceStage:
         self._outcomes.unsampled_by_service(unsampled)
         if events_only:
             self._outcomes.assembly_dropped("events_only", events_only)
-        self._gauge_open()
         if out:
             taken = self._next.take(out)
             if taken < len(out):
@@ -412,7 +412,3 @@ class TraceStage:
         for item in left:
             if item.on_done is not None:
                 item.on_done(False)
-
-    def _gauge_open(self) -> None:
-        self.open_traces.set(self._assembler.open_traces)
-        self.open_trace_bytes.set(self._assembler.open_bytes)
