@@ -174,15 +174,16 @@ def test_faithful_chinese_answers_pass_and_planted_ones_fail(observed: Observed)
         wrong = planted(run.variant)
         responses = {str(r.response): v for r, v in run.judged()}
         # The scripted model said what the run planted, and every other answer faithfully.
-        assert set(responses) == set(wrong.values()) | (set(ANSWERS.values()) - {
-            ANSWERS[uri] for uri in wrong
-        })
+        assert set(responses) == set(wrong.values()) | (
+            set(ANSWERS.values()) - {ANSWERS[uri] for uri in wrong}
+        )
         for response, verdict in responses.items():
             assert verdict.passed == (response not in wrong.values()), (response, verdict)
             assert verdict.label == ("pass" if verdict.passed else "fail")
     # The numeral and the name planted: both caught, explained by what the answer lacks.
-    numeral, name = (observed.runs[1].results[a["trace_id"]][EVALUATOR] for a in
-                     observed.runs[1].answers[:2])
+    numeral, name = (
+        observed.runs[1].results[a["trace_id"]][EVALUATOR] for a in observed.runs[1].answers[:2]
+    )
     assert not numeral.passed and not name.passed
     assert numeral.explanation and "十五" in numeral.explanation, numeral.explanation
     assert name.explanation and "玛丽" in name.explanation, name.explanation
@@ -215,4 +216,3 @@ def test_a_doubling_of_planted_answers_pages(observed: Observed) -> None:
 def test_the_same_share_of_planted_answers_never_pages(observed: Observed) -> None:
     baseline = observed.runs[0]
     assert _replay([(1200, baseline)]) == []
-
