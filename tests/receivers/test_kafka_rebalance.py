@@ -18,6 +18,7 @@ from kafka import KafkaProducer
 
 from harness.children import spawn
 from harness.kafka_broker import Broker, unique
+from harness.kafka_join_leave import describe, join_then_leave
 from harness.servers import stop_process
 from harness.wait import wait_until, wait_until_async
 from monitor.component import Evaluated
@@ -153,6 +154,23 @@ async def test_a_member_joining_mid_trace_does_not_cut_it(tansu: Broker) -> None
     assert whole(first_capture) + whole(second_capture) == records, records
     assert {r.trace_id for r in records} == {t.hex() for t in trace_ids.values()}
     assert tansu.committed(group, topic, 2) == {0: 2, 1: 2}
+
+
+@pytest.mark.e2e
+async def test_a_replica_joining_then_another_leaving_settles_with_every_record_read(
+    tansu: Broker,
+) -> None:
+    """A replica joins while the first one's pipeline is full (its results wait on a stalled
+    disk, so fetching is paused), works the partition it was given to the end, then leaves.
+    The disk comes back as the join's assignment arrives and the work in flight finishes
+    before the next poll: the partition the first replica keeps (still paused in the
+    client, which keeps a partition's pause across a rebalance that gives it straight back)
+    is read again, and once the second replica left, every record is evaluated and both
+    partitions are committed to their end, as plain clients on the same broker settle
+    (`harness/kafka_join_leave.py`; `bench/kafka_join_leave.py` runs it ten times)."""
+    outcome = await join_then_leave(tansu)
+    assert outcome.settled, describe(outcome)
+    assert outcome.paused == []
 
 
 class SlowWrites:
