@@ -17,7 +17,7 @@ import pytest
 from kafka import KafkaProducer
 
 from harness.children import spawn
-from harness.kafka_broker import Broker, unique
+from harness.kafka_broker import Broker, flush, unique
 from harness.kafka_join_leave import describe, join_then_leave
 from harness.servers import stop_process
 from harness.wait import wait_until, wait_until_async
@@ -260,7 +260,9 @@ async def test_a_rejoin_longer_than_the_idle_timeout_cuts_no_trace(tansu: Broker
     producer = KafkaProducer(bootstrap_servers=tansu.bootstrap, linger_ms=0)
 
     def send(p: int, spans: list[tuple[bytes, bytes, dict[str, str]]]) -> None:
-        producer.send(topic, _otlp_message(trace_ids[p], spans), partition=p).get(timeout=30)
+        sent = producer.send(topic, _otlp_message(trace_ids[p], spans), partition=p)
+        flush(producer)  # against a deadline that stretches with the load
+        sent.get()
 
     def keep_sending() -> None:
         """A span of each trace every half second until the revoke, so that neither goes
