@@ -783,7 +783,7 @@ def test_a_partition_given_straight_back_while_paused_is_read_again_once_the_wor
         value = json.dumps({"request_id": f"r{offset}", "response": "a"}).encode()
         receiver._intake.take([_message(offset, value)], tracker, batch)
         receiver._hand_over(batch)
-    receiver._backpressure(client)  # type: ignore[arg-type]
+    receiver._backpressure(client)
     assert client.paused() == {p0, p1} and receiver.paused
     stage.waiting_in_traces = 4  # the revoke does not wait out its grace for them
     receiver._on_revoked({p0, p1})
@@ -793,15 +793,15 @@ def test_a_partition_given_straight_back_while_paused_is_read_again_once_the_wor
     assert first.on_done is not None
     first.on_done(True)
     receiver._collect_done()
-    receiver._backpressure(client)  # type: ignore[arg-type]
+    receiver._backpressure(client)
     assert client.paused() == {p0}  # over half the bound still in flight: still paused
     client.rebalance({p0, p1})  # the next rebalance adds a partition, unpaused
     receiver._on_assigned({p1})
-    receiver._backpressure(client)  # type: ignore[arg-type]
+    receiver._backpressure(client)
     assert client.paused() == {p0, p1} and receiver.paused
     for delivery in rest:
         assert delivery.on_done is not None
         delivery.on_done(True)
     receiver._collect_done()
-    receiver._backpressure(client)  # type: ignore[arg-type]
+    receiver._backpressure(client)
     assert client.paused() == set() and not receiver.paused
