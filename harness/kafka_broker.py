@@ -27,13 +27,31 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
-from kafka.errors import TopicAlreadyExistsError
+from kafka.errors import KafkaTimeoutError, TopicAlreadyExistsError
 
 from harness.children import forget, spawn
 from harness.servers import PortTaken, start_on_a_port
 from harness.wait import CONDITION_S, SERVER_START_S, Deadline, wait_until
 
 READY_DEADLINE_S = SERVER_START_S
+
+
+# How long one flush is asked to take before the deadline is looked at again.
+_FLUSH_STEP_S = 5.0
+
+
+def flush(producer: KafkaProducer, timeout_s: float = CONDITION_S) -> None:
+    """Wait for what `producer` has buffered to be sent, against a deadline that stretches
+    with the machine's load (`Deadline`), not a fixed one: a large message on a loaded
+    machine may take longer than any fixed figure."""
+    deadline = Deadline(timeout_s)
+    while True:
+        try:
+            producer.flush(timeout=_FLUSH_STEP_S)
+            return
+        except KafkaTimeoutError:
+            if deadline.passed():
+                raise
 
 
 def _listening(port: int) -> bool:
@@ -180,7 +198,7 @@ class Broker:
             for value in values:
                 raw = value if isinstance(value, bytes) else json.dumps(value).encode()
                 producer.send(topic, raw, key=key, headers=headers, partition=partition)
-            producer.flush(timeout=30)
+            flush(producer)
         finally:
             producer.close(timeout=5)
 
@@ -191,7 +209,7 @@ class Broker:
         try:
             for key, value in messages:
                 producer.send(topic, value, key=key)
-            producer.flush(timeout=30)
+            flush(producer)
         finally:
             producer.close(timeout=5)
 

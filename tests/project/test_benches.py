@@ -81,6 +81,7 @@ CASES = (
     Case("judge_real_model.py"),
     Case("judge_tlm.py", ("{data}",)),
     Case("kafka_ingest.py", ("--side-by-side",), needs="noida-db"),
+    Case("kafka_join_leave.py", (), r"^settled in \d+ runs of \d+"),
     Case("label_squatting.py"),
     Case("large_records_rss.py"),
     Case("local_scoring.py", ("--data-dir", "{data_dir}")),

@@ -32,7 +32,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from harness.children import forget, spawn
 from harness.kafka_broker import Broker, running_broker, unique
 from harness.servers import ClosedPort, monitor_ports, start_rotel
-from harness.wait import CONDITION_S, wait_until, wait_until_async
+from harness.wait import CONDITION_S, POLL_S, Deadline, wait_until, wait_until_async
 from monitor.component import Evaluated
 from monitor.config import Config
 from monitor.processors.sampler import Sampler
@@ -714,10 +714,14 @@ class Replica:
         if process.poll() is None:
             process.send_signal(sig)
         try:
-            return process.wait(timeout=CONDITION_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            return process.wait(timeout=10)
+            # Against a deadline that stretches with the load: a replica draining on a
+            # loaded machine may take longer than any fixed figure to exit.
+            deadline = Deadline(CONDITION_S)
+            while process.poll() is None and not deadline.passed():
+                time.sleep(POLL_S)
+            if process.poll() is None:
+                process.kill()
+            return process.wait()
         finally:
             forget(process)
 
@@ -844,7 +848,9 @@ def test_replica_killed_mid_stream_loses_nothing(
         half = len(records) // 2
         for start in range(0, len(records), 100):
             if start == half:
-                killed.wait(timeout=120)
+                deadline = Deadline(CONDITION_S)  # stretches with the load
+                while not killed.wait(0.2) and not deadline.passed():
+                    pass
             broker.produce(topic, records[start : start + 100])
             time.sleep(0.05)
 
@@ -857,7 +863,7 @@ def test_replica_killed_mid_stream_loses_nothing(
         first.stop(signal.SIGKILL)
         killed.set()
         second.start()
-        producer.join(timeout=120)
+        wait_until(lambda: not producer.is_alive(), CONDITION_S, "every record produced")
         expected = sampled_ids(records)
         wait_until(
             lambda: set(first.result_ids()) | set(second.result_ids()) >= expected,

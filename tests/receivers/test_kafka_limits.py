@@ -3,13 +3,14 @@ broker (noida-db)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from harness.kafka_broker import Broker, unique
+from harness.kafka_broker import Broker, flush, unique
 from harness.wait import wait_until_async
 from tests.receivers.test_kafka import config, metric, native, noida, running
 
@@ -41,7 +42,7 @@ def produce_large(broker: Broker, topic: str, values: list[bytes]) -> None:
     try:
         for value in values:
             producer.send(topic, value, key=b"k")
-        producer.flush(timeout=60)
+        flush(producer)
     finally:
         producer.close(timeout=5)
 
@@ -58,7 +59,7 @@ async def test_a_twenty_megabyte_message_is_dead_lettered_whole(noida: Broker) -
         capture,
     ):
         await wait_until_async(lambda: capture.ids() >= {"before", "after"}, 60, "good records")
-        letters = noida.read_all(dead, 1, timeout_s=60)
+        letters = await asyncio.to_thread(noida.read_all, dead, 1)
         assert len(letters) == 1 and letters[0].value == huge
         headers = dict(letters[0].headers)
         assert headers["rag-monitor-error-reason"] == b"not_object"
@@ -86,7 +87,7 @@ async def test_a_twenty_megabyte_response_is_rejected_before_evaluation(noida: B
         capture,
     ):
         await wait_until_async(lambda: capture.ids() >= {"before", "after"}, 60, "batch-mates")
-        letters = noida.read_all(dead, 1, timeout_s=60)
+        letters = await asyncio.to_thread(noida.read_all, dead, 1)
         assert [m.offset for m in letters] == [0] and len(letters[0].value) == len(values[1])
         headers = dict(letters[0].headers)
         assert headers["rag-monitor-error-reason"] == b"response_too_large"

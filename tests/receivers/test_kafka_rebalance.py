@@ -17,7 +17,8 @@ import pytest
 from kafka import KafkaProducer
 
 from harness.children import spawn
-from harness.kafka_broker import Broker, unique
+from harness.kafka_broker import Broker, flush, unique
+from harness.kafka_join_leave import describe, join_then_leave
 from harness.servers import stop_process
 from harness.wait import wait_until, wait_until_async
 from monitor.component import Evaluated
@@ -155,6 +156,23 @@ async def test_a_member_joining_mid_trace_does_not_cut_it(tansu: Broker) -> None
     assert tansu.committed(group, topic, 2) == {0: 2, 1: 2}
 
 
+@pytest.mark.e2e
+async def test_a_replica_joining_then_another_leaving_settles_with_every_record_read(
+    tansu: Broker,
+) -> None:
+    """A replica joins while the first one's pipeline is full (its results wait on a stalled
+    disk, so fetching is paused), works the partition it was given to the end, then leaves.
+    The disk comes back as the join's assignment arrives and the work in flight finishes
+    before the next poll: the partition the first replica keeps (still paused in the
+    client, which keeps a partition's pause across a rebalance that gives it straight back)
+    is read again, and once the second replica left, every record is evaluated and both
+    partitions are committed to their end, as plain clients on the same broker settle
+    (`harness/kafka_join_leave.py`; `bench/kafka_join_leave.py` runs it ten times)."""
+    outcome = await join_then_leave(tansu)
+    assert outcome.settled, describe(outcome)
+    assert outcome.paused == []
+
+
 class SlowWrites:
     """A results sink that keeps every record and persists slowly: the results of a
     record whose id starts with `slow` are written only once `let_go` is called (a disk
@@ -242,7 +260,9 @@ async def test_a_rejoin_longer_than_the_idle_timeout_cuts_no_trace(tansu: Broker
     producer = KafkaProducer(bootstrap_servers=tansu.bootstrap, linger_ms=0)
 
     def send(p: int, spans: list[tuple[bytes, bytes, dict[str, str]]]) -> None:
-        producer.send(topic, _otlp_message(trace_ids[p], spans), partition=p).get(timeout=30)
+        sent = producer.send(topic, _otlp_message(trace_ids[p], spans), partition=p)
+        flush(producer)  # against a deadline that stretches with the load
+        sent.get()
 
     def keep_sending() -> None:
         """A span of each trace every half second until the revoke, so that neither goes

@@ -733,3 +733,75 @@ async def test_orders_run_on_the_loop_in_the_order_sent_before_a_later_question(
     loop.call_soon(block_the_loop)
     assert await answered == 1
     assert seen == ["suspend", "resume", "abandon", "flush", "holds"]
+
+
+class _PausingClient:
+    """kafka-python's pause bookkeeping, scripted: a partition an assignment gives straight
+    back keeps its pause (kafka-python keeps its state), a new one starts unpaused."""
+
+    def __init__(self, partitions: set[TopicPartition]) -> None:
+        self.assigned = set(partitions)
+        self.stopped: set[TopicPartition] = set()
+
+    def assignment(self) -> set[TopicPartition]:
+        return set(self.assigned)
+
+    def paused(self) -> set[TopicPartition]:
+        return self.stopped & self.assigned
+
+    def pause(self, *partitions: TopicPartition) -> None:
+        self.stopped |= set(partitions)
+
+    def resume(self, *partitions: TopicPartition) -> None:
+        self.stopped -= set(partitions)
+
+    def rebalance(self, assigned: set[TopicPartition]) -> None:
+        self.assigned = set(assigned)
+        self.stopped &= self.assigned
+
+
+def test_a_partition_given_straight_back_while_paused_is_read_again_once_the_work_finishes() -> (
+    None
+):
+    """A replica whose pipeline is full when the group rebalances (a replica joins, another
+    leaves) is paused; the partition it keeps stays paused in the client. Once the work in
+    flight finishes, every partition it owns is read again, the kept one with the new one;
+    while the work is still over half the bound, the new one is paused with the kept one."""
+    stage = _Stage()
+    receiver = KafkaReceiver(
+        KafkaSettings(enabled=True, bootstrap_servers=["127.0.0.1:1"], topics=["in"]),
+        stage,
+        create_telemetry(),
+        max_in_flight=4,
+    )
+    p0, p1 = TopicPartition("in", 0), TopicPartition("in", 1)
+    client = _PausingClient({p0, p1})
+    receiver._on_assigned({p0, p1})
+    tracker = receiver._tracker(p0)
+    for offset in range(4):  # four deliveries in flight: the bound
+        batch: list[tuple[PartitionTracker, Delivery]] = []
+        value = json.dumps({"request_id": f"r{offset}", "response": "a"}).encode()
+        receiver._intake.take([_message(offset, value)], tracker, batch)
+        receiver._hand_over(batch)
+    receiver._backpressure(client)
+    assert client.paused() == {p0, p1} and receiver.paused
+    stage.waiting_in_traces = 4  # the revoke does not wait out its grace for them
+    receiver._on_revoked({p0, p1})
+    client.rebalance({p0})  # given straight back, still paused
+    receiver._on_assigned({p0})
+    first, *rest = stage.deliveries
+    assert first.on_done is not None
+    first.on_done(True)
+    receiver._collect_done()
+    receiver._backpressure(client)
+    assert client.paused() == {p0}  # over half the bound still in flight: still paused
+    client.rebalance({p0, p1})  # the next rebalance adds a partition, unpaused
+    receiver._on_assigned({p1})
+    receiver._backpressure(client)
+    assert client.paused() == {p0, p1} and receiver.paused
+    for delivery in rest:
+        assert delivery.on_done is not None
+        delivery.on_done(True)
+    receiver._collect_done()
+    receiver._backpressure(client)
+    assert client.paused() == set() and not receiver.paused

@@ -266,3 +266,36 @@ def test_a_missed_late_span_makes_only_its_senders_traces_wait_again() -> None:
     assert asm.add([_replica_span("ax", "3", "1", replica="a")], "otlp_http", now=now) == []
     assert asm.add([_replica_span("ay", "1", replica="a")], "otlp_http", now=now) == []
     assert len(asm.add([_replica_span("by", "1", replica="b")], "otlp_http", now=now)) == 1
+
+
+def test_a_sender_claiming_another_replicas_id_makes_only_its_own_traces_wait() -> None:
+    """The wait is keyed on the address the receiver saw, the instance id only beneath it:
+    a sender at another address that claims an honest replica's `service.instance.id` and
+    sends late spans (spans ending after the root, and spans after the record) makes its
+    own traces wait, never the honest replica's, which stays released at once."""
+    asm = _assembler(Late())
+    honest, forger = ADDRESSES["a"], ADDRESSES["skewed"]
+    now = 0.0
+    for i in range(QUIET_AFTER):
+        trace = f"h{i}"
+        spans = [_replica_span(trace, "1", replica="pod-1"), _replica_span(trace, "2", "1")]
+        assert asm.add(spans, "otlp_grpc", now=now, address=honest) == []
+        now += 7
+        assert len(asm.expire(now=now)) == 1
+    for i in range(3):
+        trace = f"f{i}"
+        child = _replica_span(trace, "2", "1", replica="pod-1")
+        child.end_unix_nano = 9  # the root ended at 2
+        root = _replica_span(trace, "1", replica="pod-1")
+        assert asm.add([root, child], "otlp_grpc", now=now, address=forger) == []  # waits
+        now += 7
+        assert len(asm.expire(now=now)) == 1
+        late = _replica_span(trace, f"3{i}", "1", replica="pod-1")
+        assert asm.add([late], "otlp_grpc", now=now, address=forger) == []  # after the record
+        (at_once,) = asm.add(
+            [_replica_span(f"h-after-{i}", "1", replica="pod-1")],
+            "otlp_grpc",
+            now=now,
+            address=honest,
+        )
+        assert at_once.trigger == "root_ended"

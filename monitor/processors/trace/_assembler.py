@@ -45,8 +45,9 @@ Spans can end after their trace's root (a callback that traces a model call once
 request returned; the next export batch of the app's SDK): a whole trace waits
 `late_spans_wait_s` after it became whole before it is released (`root_ended`; the wait
 holds it among the open traces, within their bounds), and spans that come meanwhile join
-it. A sender (`_late_spans`: a service's replica) whose last whole traces waited in vain
-is released at once, until a span of it ends after the root or misses its record. Spans of
+it. A sender (`_late_spans`: a service's replica, told by the address the receiver saw,
+then the instance id it claims) whose last whole traces waited in vain is released at
+once, until a span of it ends after the root or misses its record. Spans of
 a trace already released are dropped, and reported with their service and what released
 their trace (`on_late`), so one request never becomes two partial records (only released
 traces are remembered: spans of an abandoned one start it afresh); the memory of released
@@ -94,7 +95,7 @@ class _Open:
     has_root: bool = False
     size: int = 0
     service: str = ""  # the root's
-    sender: Sender = ("", "")  # who sent its root (`_late_spans`)
+    sender: Sender = ("", "", "")  # who sent its root (`_late_spans`)
     events_only: bool = False  # no span yet, only GenAI log events
     # GenAI model calls without their output yet, and the calls whose output event came.
     awaiting: set[str] | None = None

@@ -347,14 +347,27 @@ class KafkaReceiver:
             tracker.drop(offset)
 
     def _backpressure(self, consumer: KafkaConsumer) -> None:
-        if self._draining.is_set() or self._held or self._in_flight >= self._max_in_flight:
-            unpaused = consumer.assignment() - consumer.paused()
+        """Pause every assigned partition while the stage is full or too much is in
+        flight, and resume them all once half of that finished. Whether fetching is paused
+        is read from the client each time, never remembered beside it: kafka-python keeps a
+        partition's pause across a rebalance that gives it straight back, so a flag reset
+        by the assignment would leave that partition paused, unread, while the others go
+        on."""
+        paused = consumer.paused()
+        if (
+            self._draining.is_set()
+            or self._held
+            or self._in_flight >= self._max_in_flight
+            or (paused and self._in_flight > self._max_in_flight // 2)
+        ):
+            unpaused = consumer.assignment() - paused
             if unpaused:
                 consumer.pause(*unpaused)
             self._paused = True
-        elif self._paused and self._in_flight <= self._max_in_flight // 2:
-            consumer.resume(*consumer.paused())
-            self._paused = False
+            return
+        if paused:
+            consumer.resume(*paused)
+        self._paused = False
 
     def _refresh_status(self, consumer: KafkaConsumer) -> None:
         age = heartbeat_age(consumer)
@@ -402,7 +415,6 @@ class KafkaReceiver:
         return self._partitions.revoked(revoked, self._consumer, closing=self._stop.is_set())
 
     def _on_assigned(self, assigned: set[TopicPartition]) -> None:
-        self._paused = False
         self._partitions.assigned_now(assigned)
 
     def _commit_failed(self, exc: BaseException) -> None:
