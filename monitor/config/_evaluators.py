@@ -7,7 +7,7 @@ import re
 from datetime import UTC, date, datetime
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, PrivateAttr, field_validator, model_validator
 
 from monitor.config._extras import extra_installed, missing_extra
 from monitor.config._fields import HttpUrl, Rate, Seconds, Section, at_least
@@ -285,6 +285,23 @@ class EvaluatorConfig(RevisionKeys, _Scored):
     previous: PreviousRevision | None = None
     # The revision this one is to become, scored in shadow beside it until `until`.
     next: NextRevision | None = None
+    # Set only on the entry of a previous release's revision that a monitor release carries
+    # (`released`): that release's version and the files of its detector parameters. No
+    # config file sets it.
+    _release: tuple[str, str, str] | None = PrivateAttr(default=None)
+
+    def released(self, version: str, model: str, head: str) -> EvaluatorConfig:
+        """This entry as release `version` scored it, with the detector parameters in the
+        files `model` and `head` (`monitor.detector.releases`)."""
+        entry = self.model_copy(update={"previous": None, "next": None})
+        entry._release = (version, model, head)
+        return entry
+
+    @property
+    def release(self) -> tuple[str, str, str] | None:
+        """(version, model file, head file) of a previous release's revision (`released`);
+        None: this release's."""
+        return self._release
 
     @model_validator(mode="after")
     def _band_order(self) -> EvaluatorConfig:

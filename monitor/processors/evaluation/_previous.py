@@ -15,15 +15,22 @@ events. A next revision's verdicts are shadow verdicts, scored the same way on a
 their own: they go with the record to every sink (`component.Evaluated.shadow`), and only
 the alert engine reads them (it measures the offset before the switch); they are counted in
 `shadow_revision_evaluations_total`, labelled by revision; nowhere else (not the service's
-metrics, rates, alerts, results or audit).
+metrics, rates, alerts, results or audit). A monitor release that shadows itself
+(`_upgrade.py`) has the same roles the other way round for a day: the previous release's
+revision scores every record and is the revision of record, and this release's verdict on a
+share of them is the shadow verdict.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from monitor.evaluators.base import Evaluator
 from monitor.processors.sampler import sampling_position
+
+if TYPE_CHECKING:
+    from monitor.processors.evaluation._upgrade import Upgrade
 
 # Salts the sampling key, so that which records the other revision scores is a choice of
 # its own, not the sampler's.
@@ -34,15 +41,23 @@ _SALT = {False: "@previous", True: "@next"}
 class PreviousScorer:
     """The previous (or with `shadow`, the next) revision of one evaluator: its evaluator,
     its revision, and which records it scores (`share` of them until `until_s`, seconds
-    since the epoch)."""
+    since the epoch). With `upgrade`, the previous release's revision of a monitor release
+    that shadows itself: every record while it is the revision of record, and the share
+    is that of this release's verdicts that go in shadow (`in_shadow`)."""
 
     evaluator: Evaluator
     revision: str
     share: float
     until_s: float
     shadow: bool = False
+    upgrade: Upgrade | None = None
 
     def chosen(self, sampling_key: str, now: float) -> bool:
         """Whether it scores the record of `sampling_key` at `now`."""
-        salted = sampling_key + _SALT[self.shadow]
-        return now < self.until_s and sampling_position(salted) < self.share
+        if self.upgrade is not None:
+            return self.upgrade.of_record(now)
+        return now < self.until_s and self.in_shadow(sampling_key)
+
+    def in_shadow(self, sampling_key: str) -> bool:
+        """Whether the record of `sampling_key` is in the share."""
+        return sampling_position(sampling_key + _SALT[self.shadow]) < self.share
