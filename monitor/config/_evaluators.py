@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, date, datetime
+from collections.abc import Mapping
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field, PrivateAttr, field_validator, model_validator
@@ -281,7 +282,9 @@ class EvaluatorConfig(RevisionKeys, _Scored):
     band: tuple[Rate, Rate] | None = None
     # Judge endpoint for this evaluator's model (default `judge.api_base`).
     api_base: HttpUrl | None = None
-    # The revision this one replaces, scored alongside it for a changeover period.
+    # Removed as a key (`_removed`): a changeover scored by both revisions after the switch
+    # paged a rise in its first hour later than no changeover at all. Kept as a field that
+    # is always None, for the code that reads it.
     previous: PreviousRevision | None = None
     # The revision this one is to become, scored in shadow beside it until `until`.
     next: NextRevision | None = None
@@ -289,6 +292,15 @@ class EvaluatorConfig(RevisionKeys, _Scored):
     # (`released`): that release's version and the files of its detector parameters. No
     # config file sets it.
     _release: tuple[str, str, str] | None = PrivateAttr(default=None)
+
+    _removed: ClassVar[Mapping[str, str]] = {
+        "previous": "removed: the previous revision scoring a share of the records after the "
+        "switch paged a x2 in the change's first hour later than no changeover at all "
+        "(docs/alerts.md, \"Evaluator changes\"); to change an evaluator, score the new "
+        "revision in shadow before the switch: next: {until: ..., and its new values}, then "
+        "move those keys into the entry (a monitor upgrade that changes the detector does "
+        "this on its own)"
+    }
 
     def released(self, version: str, model: str, head: str) -> EvaluatorConfig:
         """This entry as release `version` scored it, with the detector parameters in the

@@ -5,7 +5,7 @@
 ships (`monitor/detector/groundedness_model.json`, `pair_head.npz`), and `previous`: null,
 or the version of the release before, whose parameter files are kept as data under
 `releases/<version>/` (the same two names). A release whose detector was refitted moves
-the files the last release shipped there and names it; `tests/evaluators/test_releases.py`
+the files the last release shipped there and names it; `tests/detector/test_releases.py`
 checks the digests against the files, so a refit without that step fails there.
 
 What a previous revision covers: the detector's fitted parameters, scored by this release's
