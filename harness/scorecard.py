@@ -177,11 +177,9 @@ CHANGEOVERS: dict[str, Changeover] = {
         shadow=0.2, rise_s=900.0
     ),
     "a day of shadow at 0.5, x2 a quarter hour after": Changeover(shadow=0.5, rise_s=900.0),
-    "previous at 0.2, x2 3 h after the switch": Changeover(previous=0.2, rise_s=3 * HOUR_S),
     "neither shadow nor previous, x2 20 min after": Changeover(rise_s=1200.0),
     "no change (b throughout), x2 a quarter hour in": Changeover(switch=False, rise_s=900.0),
     "healthy: a switch after a day of shadow at 0.2": Changeover(shadow=0.2),
-    "healthy: a switch with previous at 0.2": Changeover(previous=0.2),
     "healthy: a switch with neither": Changeover(),
 }
 

@@ -215,4 +215,4 @@ def test_the_pipeline_carries_the_previous_release_of_the_detector_only(
     config = load_config(path, environ={}, evaluator_check=evaluator_problems)
     nothing, cpu = carried_upgrades(config, context, carried.released())
     assert nothing.scorers == {} and cpu == []
-    assert "(next or previous)" in nothing.without[NAME][1]
+    assert "a next revision of its own" in nothing.without[NAME][1]

@@ -166,8 +166,8 @@ def carried_upgrades(
             why = "this release carries no previous revision of it (only the detector's)"
         elif released is None:
             why = "this release carries no previous detector (its parameters did not change)"
-        elif entry.next is not None or entry.previous is not None:
-            why = "its entry has a revision of its own scoring beside it (next or previous)"
+        elif entry.next is not None:
+            why = "its entry has a next revision of its own scoring in shadow"
         elif entry.escalate_from is not None:
             why = "it is escalated from another evaluator"
         if why:
