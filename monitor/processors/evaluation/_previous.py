@@ -24,17 +24,39 @@ share of them is the shadow verdict.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from monitor.evaluators.base import Evaluator
 from monitor.processors.sampler import sampling_position
 
-if TYPE_CHECKING:
-    from monitor.processors.evaluation._upgrade import Upgrade
-
 # Salts the sampling key, so that which records the other revision scores is a choice of
 # its own, not the sampler's.
 _SALT = {False: "@previous", True: "@next"}
+
+
+@dataclass(slots=True)
+class Upgrade:
+    """One evaluator's self-shadow after a monitor upgrade (`_upgrade.py`): its previous
+    release's revision `old` and this release's `new`; `until_s` is 0 until it starts, then
+    when it switches."""
+
+    evaluator: str
+    old: str
+    new: str
+    until_s: float = 0.0
+    said_switch: bool = False
+    # Whether the revision-info gauge names the previous revision as the one of record.
+    shown: bool = False
+
+    def of_record(self, now: float) -> bool:
+        """Whether the previous revision is the one of record at `now`."""
+        return now < self.until_s
+
+    def switch_due(self, now: float) -> bool:
+        """Whether the switch has come and is not said yet (said once, by the caller)."""
+        if self.until_s <= 0.0 or now < self.until_s or self.said_switch:
+            return False
+        self.said_switch = True
+        return True
 
 
 @dataclass(frozen=True, slots=True)

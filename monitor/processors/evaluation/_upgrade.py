@@ -24,7 +24,7 @@ from monitor.evaluators.base import CpuScorer
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
 from monitor.evaluators.revision import revision
-from monitor.processors.evaluation._previous import PreviousScorer
+from monitor.processors.evaluation._previous import PreviousScorer, Upgrade
 
 log = logging.getLogger(__name__)
 
@@ -33,31 +33,6 @@ log = logging.getLogger(__name__)
 DAY_S = 86_400.0
 # The evaluators whose verdicts the carried detector parameters decide.
 DETECTOR = frozenset({"local_groundedness"})
-
-
-@dataclass(slots=True)
-class Upgrade:
-    """One evaluator's self-shadow: its previous release's revision `old` and this
-    release's `new`; `until_s` is 0 until it starts, then when it switches."""
-
-    evaluator: str
-    old: str
-    new: str
-    until_s: float = 0.0
-    said_switch: bool = False
-    # Whether the revision-info gauge names the previous revision as the one of record.
-    shown: bool = False
-
-    def of_record(self, now: float) -> bool:
-        """Whether the previous revision is the one of record at `now`."""
-        return now < self.until_s
-
-    def switch_due(self, now: float) -> bool:
-        """Whether the switch has come and is not said yet (said once, by the caller)."""
-        if self.until_s <= 0.0 or now < self.until_s or self.said_switch:
-            return False
-        self.said_switch = True
-        return True
 
 
 @dataclass(slots=True)
