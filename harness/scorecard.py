@@ -256,8 +256,8 @@ def cells(healthy_days: float) -> list[Cell]:
         out.append(Cell("changeover", name, fn, (change,)))
     for row, switches in (("upgrade", UPGRADES), ("night", NIGHT_SWITCHES)):
         for name, switch in switches.items():
-            fn = switch_trial if math.isfinite(switch.rise_s) else switch_healthy
-            out.append(Cell(row, name, fn, (switch,)))
+            timed = math.isfinite(switch.rise_s)
+            out.append(Cell(row, name, switch_trial if timed else switch_healthy, (switch,)))
     return out
 
 

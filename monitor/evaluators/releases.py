@@ -65,7 +65,9 @@ def digest(file: Path) -> str:
 
 def previous(path: Path = MANIFEST) -> Release | None:
     """The previous release this one carries (None: its detector's parameters did not
-    change, or no release came before); ValueError where its files are missing."""
+    change, or no release came before); ValueError where the manifest is malformed or its
+    files are missing."""
+    shipped(path)
     version = _manifest(path).get("previous")
     if version is None:
         return None

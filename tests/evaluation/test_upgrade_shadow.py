@@ -23,7 +23,8 @@ from monitor.evaluators.revision import revision
 from monitor.exporters.prometheus import MetricsSink
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation import EvaluationStage, PreviousScorer, carried_upgrades
-from monitor.processors.evaluation._upgrade import DAY_S, Upgrade, Upgrades
+from monitor.processors.evaluation._previous import Upgrade
+from monitor.processors.evaluation._upgrade import DAY_S, Upgrades
 from monitor.receivers.replay_summary import SummarySink
 from monitor.telemetry import Telemetry, create_telemetry
 from tests.evaluation.test_evaluation_stage import CpuScorerStub, _rec
@@ -36,7 +37,7 @@ def _upgrades(share: float = 0.5) -> tuple[Upgrades, PreviousScorer]:
     """This release's revision "new" passes every record; the previous one, "old", fails
     every record."""
     upgrade = Upgrade(NAME, "old", "new")
-    scorer = PreviousScorer(FailingScorer(NAME), "old", share, 0.0, shadow=True, upgrade=upgrade)  # type: ignore[arg-type]
+    scorer = PreviousScorer(FailingScorer(NAME), "old", share, 0.0, shadow=True, upgrade=upgrade)
     return Upgrades({NAME: scorer}, {}), scorer
 
 
@@ -71,7 +72,7 @@ async def test_the_previous_revision_is_of_record_for_a_day_then_the_rule_switch
     engine.restored.append(lambda held: upgrades.decide(held, clock.now))
     summary = SummarySink()
     stage = EvaluationStage(
-        [(CpuScorerStub(NAME), EvaluatorConfig(name=NAME))],  # type: ignore[list-item]
+        [(CpuScorerStub(NAME), EvaluatorConfig(name=NAME))],
         BudgetGate(Budget(max_local_evaluations_per_minute=None)),
         [MetricsSink(telemetry), summary, engine],
         telemetry,
