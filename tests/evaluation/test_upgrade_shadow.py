@@ -9,6 +9,7 @@ reason not to, is logged; nothing is configured."""
 from __future__ import annotations
 
 import logging
+import pickle
 from pathlib import Path
 
 import pytest
@@ -201,6 +202,8 @@ def test_the_pipeline_carries_the_previous_release_of_the_detector_only(
     assert scorer.upgrade.new == revision(config.evaluators[0], config.judge)
     assert scorer.upgrade.old.split("+")[1] == scorer.upgrade.new.split("+")[1]
     assert entry.release == ("0.0.9", str(carried.model), str(carried.head))
+    # As the pool hands it to the worker processes.
+    assert pickle.loads(pickle.dumps(entry)).release == entry.release
     assert set(upgrades.without) == {"local_relevance"}
     caplog.set_level(logging.INFO)
     upgrades.decide({"local_relevance": [Held("0.0.9+00000000")]}, NOW)
