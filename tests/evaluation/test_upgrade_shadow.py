@@ -63,8 +63,9 @@ async def test_the_previous_revision_is_of_record_for_a_day_then_the_rule_switch
     old revision's (the service's metrics and results count its failures), half of them
     with this release's verdict in shadow (the rule's pairs, counted by revision); a day
     after the first pair this release's verdicts are of record, the rule's entry takes
-    "new" with the pairs measured in shadow, and the revision gauge follows; each step
-    logged."""
+    "new" (with a baseline old enough, the pairs measured in shadow start its changeover: the
+    `next` path, tests/alerts/test_alerts_shadow.py and the scorecard's upgrade row), and
+    the revision gauge follows; each step logged."""
     caplog.set_level(logging.INFO)
     telemetry, clock = create_telemetry(), Clock()
     rule = RegressionRule(name="upgraded", evaluator=NAME, baseline=AlertBaseline())
