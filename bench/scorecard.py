@@ -38,11 +38,20 @@ Rows (`ROWS`), each over `--trials` seeded runs where it times a page:
 - **changeover**: an evaluator's switch from revision "a" (reading the healthy service at
   0.20) to "b" (0.15; the two disagree on about a sixth of the records) after four weeks of
   "a", records at 1 a second one at a time (`harness/simulated_changeover.py`): with a day
-  of "b" in shadow at a share of 0.2 (the default) and 0.5, with "a" scoring 0.2 of the
-  records after the switch (`previous`), and with neither (a monitor release); x2 a
-  quarter hour (previous: 3 h, neither: 20 min) after the switch, page / limit at a base of
-  0.15, beside the same streams with no change at all; and each switch without a rise,
-  its false pages from the shadow's day to 6 h after the switch.
+  of "b" in shadow at a share of 0.2 (the default) and 0.5, and with no shadow; x2 a
+  quarter hour (no shadow: 20 min) after the switch, page / limit at a base of 0.15,
+  beside the same streams with no change at all; and each switch without a rise, its false
+  pages from the shadow's day to 6 h after the switch.
+- **upgrade**: a monitor upgrade that changed an evaluator's verdicts, through a confusion
+  model (`harness/simulated_upgrade.py`: a detector at a false-positive rate of 0.30 and a
+  true-positive rate of 0.75, a judge at 0.10 / 0.85, the detector with its threshold moved
+  at 0.20 / 0.60, on a true rate of 0.20 at 02:00 and 0.40 at 14:00, 1 verdict a second,
+  after four weeks of the old one): the day the release shadows itself (the old revision
+  of record, the new one scoring 0.2 in shadow), the switch at 02:00 or 14:00, then x2 of the
+  true rate a quarter hour later, page / limit of the new revision's reading; beside it
+  the same release without the previous revision at night, and switches without a rise.
+- **night**: a switch at 02:00 after a day in shadow to a revision that reads the day's
+  swing with another slope (the same model), x2 of the true rate 3 h later.
 
 `--write-golden` writes every run's numbers to `bench/scorecard.json`, which
 `tests/alerts/test_scorecard.py` recomputes in part and compares; `--write-docs` writes the

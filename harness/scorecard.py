@@ -24,6 +24,7 @@ from harness.simulated_alerts import (
     warmed,
 )
 from harness.simulated_changeover import Changeover, changeover_healthy, changeover_trial
+from harness.simulated_upgrade import Switch, switch_healthy, switch_trial
 
 GOLDEN = Path(__file__).resolve().parent.parent / "bench" / "scorecard.json"
 BUDGET_S = 90 * DAY_S
@@ -176,12 +177,44 @@ CHANGEOVERS: dict[str, Changeover] = {
         shadow=0.2, rise_s=900.0
     ),
     "a day of shadow at 0.5, x2 a quarter hour after": Changeover(shadow=0.5, rise_s=900.0),
-    "previous at 0.2, x2 3 h after the switch": Changeover(previous=0.2, rise_s=3 * HOUR_S),
     "neither shadow nor previous, x2 20 min after": Changeover(rise_s=1200.0),
     "no change (b throughout), x2 a quarter hour in": Changeover(switch=False, rise_s=900.0),
     "healthy: a switch after a day of shadow at 0.2": Changeover(shadow=0.2),
-    "healthy: a switch with previous at 0.2": Changeover(previous=0.2),
     "healthy: a switch with neither": Changeover(),
+}
+
+# The upgrade row (`harness/simulated_upgrade.py`): a monitor release whose evaluator's
+# verdicts changed, at 02:00 (night) and 14:00 (day): a day of the previous revision of
+# record with the new one in shadow, as the release does on its own, then x2 of the true
+# rate a quarter hour after the switch; beside it, the release without the previous
+# revision, and switches without a rise (false pages).
+UPGRADE_PAIRS = (
+    ("detector", "judge"),
+    ("judge", "detector"),
+    ("detector", "moved threshold"),
+    ("moved threshold", "detector"),
+)
+UPGRADE_HOURS = {"night": 2.0, "day": 14.0}
+UPGRADES: dict[str, Switch] = {
+    **{
+        f"{old} -> {new} at {when}, x2 a quarter hour after": Switch(old, new, hour, rise_s=900.0)
+        for old, new in UPGRADE_PAIRS
+        for when, hour in UPGRADE_HOURS.items()
+    },
+    "without the previous revision: detector -> judge at night, x2 a quarter hour after": Switch(
+        "detector", "judge", 2.0, mode="neither", rise_s=900.0
+    ),
+    "without the previous revision: judge -> detector at night, x2 a quarter hour after": Switch(
+        "judge", "detector", 2.0, mode="neither", rise_s=900.0
+    ),
+    "healthy: detector -> judge at night": Switch("detector", "judge", 2.0),
+    "healthy: moved threshold -> detector at day": Switch("moved threshold", "detector", 14.0),
+}
+# The night switch row: a switch at 02:00 after a day in shadow to a revision that reads
+# the day's swing with another slope, x2 of the true rate 3 h after.
+NIGHT_SWITCHES: dict[str, Switch] = {
+    f"{old} -> {new}, x2 3 h after": Switch(old, new, 2.0, rise_s=3 * HOUR_S)
+    for old, new in (("detector", "judge"), ("judge", "detector"), ("moved threshold", "judge"))
 }
 
 
@@ -221,6 +254,10 @@ def cells(healthy_days: float) -> list[Cell]:
     for name, change in CHANGEOVERS.items():
         fn = changeover_trial if math.isfinite(change.rise_s) else changeover_healthy
         out.append(Cell("changeover", name, fn, (change,)))
+    for row, switches in (("upgrade", UPGRADES), ("night", NIGHT_SWITCHES)):
+        for name, switch in switches.items():
+            timed = math.isfinite(switch.rise_s)
+            out.append(Cell(row, name, switch_trial if timed else switch_healthy, (switch,)))
     return out
 
 
@@ -252,7 +289,7 @@ def shown(cell: Cell, runs: list[dict[str, float]]) -> list[str]:
         pages = sum(r["pages"] for r in runs)
         days = sum(r["days"] for r in runs)
         return [cell.name, f"{pages:g} in {days:g} service-days", f"{pages / days:.2f}"]
-    if cell.row == "changeover" and runs and "pages" in runs[0]:
+    if cell.row in ("changeover", "upgrade") and runs and "pages" in runs[0]:
         pages = sum(r["pages"] for r in runs)
         return [cell.name, f"{pages:g} false pages in {len(runs)} switches", "-"]
     if cell.row == "fresh" and runs and "pages" in runs[0]:
@@ -306,6 +343,16 @@ HEADERS = {
     ],
     "changeover": [
         "an evaluator's switch (0.20 read as 0.15), 1/s, then x2",
+        "page / limit: median (worst)",
+        "paged before the rise",
+    ],
+    "upgrade": [
+        "a monitor upgrade that changed the evaluator, a day shadowing itself, then x2 of the truth",
+        "page / limit: median (worst)",
+        "paged before the rise",
+    ],
+    "night": [
+        "a switch at 02:00 after a day in shadow, to a revision of another slope",
         "page / limit: median (worst)",
         "paged before the rise",
     ],

@@ -245,6 +245,17 @@ class RecordConsumer(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class Held:
+    """What one alert rule's baseline of an evaluator holds (`AlertEngine.baselines`): the
+    evaluator revision it was learned with, and the revision scoring in shadow beside it
+    with when its first pair came (None and 0: none)."""
+
+    revision: str | None
+    shadow: str | None = None
+    shadow_since: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
 class Evaluated:
     """One record's results as sinks get them: `previous`, by evaluator, the verdicts of
     evaluators' previous revisions on the record (`evaluators[].previous`, each beside its

@@ -29,6 +29,7 @@ from monitor.boosts import SamplingBoosts
 from monitor.component import Component, Notifier, ResultSink
 from monitor.config import Config, EvaluatorConfig, parse_duration
 from monitor.conventions import verdict_events_of
+from monitor.evaluators import releases
 from monitor.evaluators.base import CpuScorer, Evaluator
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build, check_evaluators
@@ -55,6 +56,7 @@ from monitor.processors.evaluation import (
     PRELOAD,
     EvaluationStage,
     Settings,
+    carried_upgrades,
     other_revisions,
     worker_initializer,
 )
@@ -197,7 +199,9 @@ def build_pipeline(
         add("audit labels file", labels, sink_nodes[sinks.index(audit)])
 
     budget = BudgetGate(config.budget, monotonic_clock)
-    stage = _evaluation_stage(config, telemetry, judge, sinks, budget, judge_timeout_s, wall_clock)
+    stage = _evaluation_stage(
+        config, telemetry, judge, sinks, budget, judge_timeout_s, wall_clock, engine
+    )
     stage_node = add("evaluation stage", stage, *sink_nodes, judge_node, metrics_port)
     if config.audit.anchors.enabled and judge is None:
         log.warning("audit.anchors.enabled: no judge evaluator is configured; nothing to check")
@@ -356,11 +360,13 @@ def _evaluation_stage(
     budget: BudgetGate,
     judge_timeout_s: float | None = None,
     clock: Callable[[], float] = time.time,
+    engine: AlertEngine | None = None,
 ) -> EvaluationStage:
-    """The evaluators (and their other revisions still scored), and the worker pool that
-    extracts sampled traces and runs the CPU scorers (with no CPU scorer, extraction runs
-    in a thread of this process); a judge is cut at the longer of
-    `pipeline.evaluation_timeout_s` and `judge_timeout_s`."""
+    """The evaluators (and their other revisions still scored: configured, or the previous
+    release's that this one carries, which shadow themselves where `engine`'s restored
+    baselines hold them), and the worker pool that extracts sampled traces and runs the
+    CPU scorers (with no CPU scorer, extraction runs in a thread of this process); a judge
+    is cut at the longer of `pipeline.evaluation_timeout_s` and `judge_timeout_s`."""
     context = BuildContext(judge=judge, judge_model=config.judge.model)
     evaluators: list[tuple[Evaluator, EvaluatorConfig]] = []
     cpu_entries: list[EvaluatorConfig] = []
@@ -370,6 +376,14 @@ def _evaluation_stage(
         if isinstance(evaluator, CpuScorer):
             cpu_entries.append(entry)
     previous, cpu_previous = other_revisions(config, context, clock())
+    if engine is not None and config.alerts.rules:
+        carried = releases.previous()
+        upgrades, cpu_upgrades = carried_upgrades(
+            config, context, None if carried is None else carried.released()
+        )
+        previous.update(upgrades.scorers)
+        cpu_previous.extend(cpu_upgrades)
+        engine.restored.append(lambda held: upgrades.decide(held, clock()))
     pipeline = config.pipeline
     revisions = {entry.name: revision(entry, config.judge) for entry in config.evaluators}
     settings = Settings(

@@ -182,7 +182,7 @@ _ROWS = (
     counter(
         "previous_revision_evaluations",
         "evaluator revision outcome",
-        "Verdicts of evaluators' previous revisions (evaluators[].previous) on records their evaluator also judged, by outcome: for the alert rules' changeover only, in no other metric.",
+        "Verdicts of evaluators' previous revisions (evaluators[].previous, now removed: it stays 0) on records their evaluator also judged, by outcome: for the alert rules' changeover only, in no other metric.",
     ),
     counter(
         "shadow_revision_evaluations",

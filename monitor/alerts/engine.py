@@ -29,6 +29,7 @@ from monitor.alerts.gauges import AlertGauges
 from monitor.alerts.kinds import Key, RuleKind
 from monitor.alerts.kinds import judge_changed as judges
 from monitor.alerts.kinds.pick import kind_for
+from monitor.alerts.kinds.regression_state import RegressionState
 from monitor.alerts.outbox import Outbox
 from monitor.alerts.rule import (
     Rule,
@@ -40,7 +41,7 @@ from monitor.alerts.rule import (
 from monitor.alerts.state import StateFile, add_part
 from monitor.alerts.subjects import Subjects
 from monitor.boosts import SamplingBoosts
-from monitor.component import Alert, Notifier
+from monitor.component import Alert, Held, Notifier
 from monitor.config import FALSE_PAGE_EVERY, AlertRule, Config, JudgeChangedRule, parse_duration
 from monitor.results import Severity
 from monitor.telemetry import Telemetry
@@ -101,6 +102,10 @@ class AlertEngine(Counting):
             forget_service=lambda service: self._firing.forget_service(service),
             forget_cohort=lambda by, cohort: self._firing.forget_cohort(by, cohort),
         )
+        # Told, once the state file is restored (`start`), what revision each regression
+        # baseline holds (`baselines`): a monitor release that carries the previous revision
+        # of an evaluator decides by it whether that revision shadows itself.
+        self.restored: list[Callable[[Mapping[str, list[Held]]], None]] = []
         # What a firing page on an evaluator's verdicts adds (pipeline: a judge that changed).
         self.evaluator_note: Callable[[str | None], str | None] = lambda evaluator: None
         self._interval = evaluation_interval_s
@@ -201,6 +206,10 @@ class AlertEngine(Counting):
             )
             self.restore(saved, release=True)
             del saved
+        if self.restored:
+            held = self.baselines()
+            for told in self.restored:
+                told(held)
         await self._outbox.start()
         if self._task is None and self._rules:
             self._wake = asyncio.Event()
@@ -280,6 +289,22 @@ class AlertEngine(Counting):
         restored_firing = self.firing()
         if restored_firing:
             log.info("alert state restored; firing: %s", restored_firing)
+
+    def baselines(self) -> dict[str, list[Held]]:
+        """By evaluator, what each regression rule's entry holds: its revision, and the
+        revision scoring in shadow beside it with the time of its first pair (None, 0: none)."""
+        out: dict[str, list[Held]] = {}
+        for key, entry in self._entries.items():
+            evaluator = self._rules[key[0]].config.evaluator
+            state = entry.state
+            if evaluator is None or not isinstance(state, RegressionState):
+                continue
+            shadow = state.baseline.shadow
+            held = Held(
+                entry.revision, *((shadow.revision, shadow.first) if shadow else (None, 0.0))
+            )
+            out.setdefault(evaluator, []).append(held)
+        return out
 
     def firing(self) -> list[tuple[str, str]]:
         """(rule, service) pairs currently firing; for a cohort rule the service is

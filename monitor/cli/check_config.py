@@ -184,13 +184,6 @@ def config_warnings(config: Config) -> list[str]:
                     f"{row.factor(window):.3g}, below 1: it fires while the service still "
                     f"meets its objective {rule.slo.objective:g}"
                 )
-    now = time.time()
-    for i, entry in enumerate(config.evaluators):
-        if entry.previous is not None and entry.previous.until_s <= now:
-            lines.append(
-                f"evaluators.{i}.previous.until: {entry.previous.until.isoformat()} has "
-                "passed: the previous revision scores nothing any more; the key may go"
-            )
     audit = config.audit
     if audit.enabled and audit.reference != LABELS and not audit.anchors.enabled:
         lines.append(

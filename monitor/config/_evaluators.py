@@ -4,10 +4,11 @@ process (judge prompts, results text, `/debug/records`)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, PrivateAttr, field_validator, model_validator
 
 from monitor.config._extras import extra_installed, missing_extra
 from monitor.config._fields import HttpUrl, Rate, Seconds, Section, at_least
@@ -167,7 +168,7 @@ class TrustworthinessTlm(Section):
         return self
 
 
-# The share of an evaluator's verdicts its previous revision scores again by default.
+# The share of an evaluator's verdicts its next revision scores in shadow by default.
 PREVIOUS_SHARE = 0.2
 
 
@@ -198,30 +199,10 @@ REVISION_KEYS = frozenset(RevisionKeys.model_fields)
 
 
 class _Changeover(Section):
-    """The keys `previous` opens with: when its changeover ends, and its share."""
+    """The keys `next` opens with: when its shadow ends, and its share."""
 
     until: Annotated[datetime, BeforeValidator(lambda v: _time(v))]
     share: Annotated[float, Field(gt=0, le=1)] = PREVIOUS_SHARE
-
-
-class PreviousRevision(RevisionKeys, _Changeover):
-    """`evaluators[].previous`: the revision an evaluator replaces, scored again on `share`
-    of the records the evaluator gives a verdict on until `until`, so that the alert rules
-    measure the new revision's offset on the same records (docs/alerts.md, "Evaluator
-    changes"). Its `RevisionKeys` are the old values (one left out is the entry's own;
-    `null` is the default); its verdicts are judged by no rule. Keys come in the order of
-    the bases from last to first: `until`, `share`, the `RevisionKeys`."""
-
-    @property
-    def until_s(self) -> float:
-        """`until` in seconds since the epoch."""
-        return self.until.timestamp()
-
-    def entry(self, current: EvaluatorConfig) -> EvaluatorConfig:
-        """The `evaluators[]` entry of the previous revision: `current` with the keys
-        written here."""
-        old = {key: getattr(self, key) for key in self.model_fields_set & REVISION_KEYS}
-        return current.model_copy(update={**old, "previous": None, "next": None})
 
 
 class NextRevision(RevisionKeys, _Changeover):
@@ -232,7 +213,7 @@ class NextRevision(RevisionKeys, _Changeover):
     is the entry's own); its verdicts are shadow verdicts, never the service's. The switch
     is the operator's: moving these keys into the entry (and removing `next`) makes the
     entry's revision the one the shadow carried, which the rules recognise. Keys come in the
-    order of `PreviousRevision`'s."""
+    order of the bases from last to first: `until`, `share`, the `RevisionKeys`."""
 
     @property
     def until_s(self) -> float:
@@ -241,9 +222,9 @@ class NextRevision(RevisionKeys, _Changeover):
 
     def entry(self, current: EvaluatorConfig) -> EvaluatorConfig:
         """The `evaluators[]` entry of the next revision: `current` with the keys written
-        here (and neither `previous` nor `next`)."""
+        here (and no `next`)."""
         new = {key: getattr(self, key) for key in self.model_fields_set & REVISION_KEYS}
-        return current.model_copy(update={**new, "previous": None, "next": None})
+        return current.model_copy(update={**new, "next": None})
 
 
 def _time(value: object) -> datetime:
@@ -281,29 +262,42 @@ class EvaluatorConfig(RevisionKeys, _Scored):
     band: tuple[Rate, Rate] | None = None
     # Judge endpoint for this evaluator's model (default `judge.api_base`).
     api_base: HttpUrl | None = None
-    # The revision this one replaces, scored alongside it for a changeover period.
-    previous: PreviousRevision | None = None
     # The revision this one is to become, scored in shadow beside it until `until`.
     next: NextRevision | None = None
+    # Set only on the entry of a previous release's revision that a monitor release carries
+    # (`released`): that release's version and the files of its detector parameters. No
+    # config file sets it.
+    _release: tuple[str, str, str] | None = PrivateAttr(default=None)
+
+    _removed: ClassVar[Mapping[str, str]] = {
+        "previous": "removed: the previous revision scoring a share of the records after the "
+        "switch paged a x2 in the change's first hour later than no changeover at all "
+        '(docs/alerts.md, "Evaluator changes"); to change an evaluator, score the new '
+        "revision in shadow before the switch: next: {until: ..., and its new values}, then "
+        "move those keys into the entry (a monitor upgrade that changes the detector does "
+        "this on its own)"
+    }
+
+    def released(self, version: str, model: str, head: str) -> EvaluatorConfig:
+        """This entry as release `version` scored it, with the detector parameters in the
+        files `model` and `head` (`monitor.detector.releases`)."""
+        entry = self.model_copy(update={"next": None})
+        entry._release = (version, model, head)
+        return entry
+
+    @property
+    def release(self) -> tuple[str, str, str] | None:
+        """(version, model file, head file) of a previous release's revision (`released`);
+        None: this release's."""
+        return self._release
 
     @model_validator(mode="after")
     def _band_order(self) -> EvaluatorConfig:
         if self.band is not None and self.band[0] > self.band[1]:
             raise ValueError("band: the lower bound comes first")
-        if self.previous is not None and self.escalate_from is not None:
-            raise ValueError(
-                "previous: an escalated evaluator (escalate_from) is not scored by two "
-                "revisions; give previous to the evaluator it escalates from"
-            )
         if self.next is not None and self.escalate_from is not None:
             raise ValueError(
                 "next: an escalated evaluator (escalate_from) is not scored by two "
                 "revisions; give next to the evaluator it escalates from"
-            )
-        if self.next is not None and self.previous is not None:
-            raise ValueError(
-                "next: the entry still has a previous revision scoring; a rule measures one "
-                "change at a time: remove previous (its changeover is logged as translated, "
-                "or its until passed) before the next revision scores in shadow"
             )
         return self

@@ -6,7 +6,8 @@ has, numbers that conflict with their evidence, negation flips, and contradictio
 substitutions, polarity in other words). A response that contradicts the context on a restated
 number, date, name, word of a closed lexicon or polarity scores `CONTRADICTED` whatever the
 model says. The parameters ship in `groundedness_model.json`, fitted by
-`training/train_detector.py`.
+`training/train_detector.py`; a detector scores with a given set of them (`Parameters`: this
+release's by default, a previous release's as `monitor.detector.releases` carries them).
 
 Second stage: a score the first stage leaves in the uncertain band (and no decisive
 contradiction) is rescored with the sentence-pair model of `pair_model.py` reading the
@@ -103,14 +104,28 @@ class Logistic:
         return 1.0 / (1.0 + math.exp(max(min(z, 700.0), -700.0)))
 
 
-@lru_cache(maxsize=1)
-def _model() -> Logistic:
-    return Logistic.from_json(json.loads(MODEL_PATH.read_text(encoding="utf-8")))
+@dataclass(frozen=True, slots=True)
+class Parameters:
+    """The fitted parameters a detector scores with: the first stage's model file and the
+    second stage's head file (the features and rules are the code's, the same for both)."""
+
+    model: Path = MODEL_PATH
+    head: Path = HEAD_PATH
 
 
-@lru_cache(maxsize=1)
-def _pair_head() -> PairHead:
-    return PairHead.from_npz(HEAD_PATH)
+SHIPPED = Parameters()
+
+
+# A process scores with this release's parameters, and for a day after an upgrade with the
+# previous release's too.
+@lru_cache(maxsize=2)
+def _model(path: Path = MODEL_PATH) -> Logistic:
+    return Logistic.from_json(json.loads(path.read_text(encoding="utf-8")))
+
+
+@lru_cache(maxsize=2)
+def _pair_head(path: Path = HEAD_PATH) -> PairHead:
+    return PairHead.from_npz(path)
 
 
 def weakest_pairs(checks: list[SentenceCheck], limit: int = PAIRS) -> tuple[tuple[str, str], ...]:
@@ -128,12 +143,14 @@ def clause_factor(checks: list[SentenceCheck]) -> float:
     return float(UNSUPPORTED_CLAUSE ** kinds.count(False) * THIN_CLAUSE ** kinds.count(True))
 
 
-def first_stage(query: str, contexts: list[str], response: str) -> FirstStage:
+def first_stage(
+    query: str, contexts: list[str], response: str, parameters: Parameters = SHIPPED
+) -> FirstStage:
     """The cheap verdict: lexical and slot checks, the logistic model, decisive rules."""
     analysis = analyse(query, contexts, response, shared_embedder())
     if not analysis.sentences:
         return FirstStage(GroundednessVerdict(score=1.0, unsupported=()), (), True)
-    grounded = _model().grounded(analysis.features)
+    grounded = _model(parameters.model).grounded(analysis.features)
     # A contradiction is decisive where the context restates the claim but for the slot, and
     # also where the answer's value is nowhere in the context: the answer put a name, number
     # or date of its own where the context has another.
@@ -172,21 +189,33 @@ def _not_decisive(found: Contradiction) -> bool:
     return not (found.decisive or found.invented)
 
 
-def in_band(score: float) -> bool:
+def in_band(score: float, parameters: Parameters = SHIPPED) -> bool:
     """Whether a first-stage score is uncertain enough for the second stage."""
-    low, high = _pair_head().band
+    low, high = _pair_head(parameters.head).band
     return low <= score <= high
 
 
 def score_groundedness(
-    query: str, contexts: list[str], response: str, *, second_stage: bool = False
+    query: str,
+    contexts: list[str],
+    response: str,
+    *,
+    second_stage: bool = False,
+    parameters: Parameters = SHIPPED,
 ) -> GroundednessVerdict:
-    """Scores how well `contexts` support `response`; lists the sentences they do not.
-    `second_stage=True` rescores an uncertain first-stage score with the pair model."""
-    first = first_stage(query, contexts, response)
+    """Scores how well `contexts` support `response` with `parameters`; lists the sentences
+    they do not. `second_stage=True` rescores an uncertain first-stage score with the pair
+    model."""
+    first = first_stage(query, contexts, response, parameters)
     verdict = first.verdict
-    if not second_stage or first.decided or not first.pairs or not in_band(verdict.score):
+    if (
+        not second_stage
+        or first.decided
+        or not first.pairs
+        or not in_band(verdict.score, parameters)
+    ):
         return verdict
     model = load_pair_model()
-    weakest = float(model.supported(first.pairs).min())
-    return replace(verdict, score=model.head.combine(verdict.score, weakest), rescored=True)
+    head = _pair_head(parameters.head)
+    weakest = float(head.supported(model.features(first.pairs)).min())
+    return replace(verdict, score=head.combine(verdict.score, weakest), rescored=True)

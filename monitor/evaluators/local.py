@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from monitor.config import EvaluatorConfig
@@ -123,13 +124,21 @@ class LocalGroundedness(_LocalEvaluator):
         # Off unless asked: the sentence-pair model costs each worker process its own
         # ONNX Runtime session, for a small gain (monitor/detector/README.md).
         self.second_stage = bool(spec.second_stage)
+        # A previous release's parameters (`monitor.detector.releases`), or this one's.
+        self.parameters = None if spec.release is None else spec.release[1:]
 
     def _score(self, record: RagRecord) -> EvalResult:
         from monitor.detector import score_groundedness
+        from monitor.detector.groundedness import SHIPPED, Parameters
 
         assert record.response is not None
+        parameters = SHIPPED if self.parameters is None else Parameters(*map(Path, self.parameters))
         verdict = score_groundedness(
-            asked(record), record.context_text, record.response, second_stage=self.second_stage
+            asked(record),
+            record.context_text,
+            record.response,
+            second_stage=self.second_stage,
+            parameters=parameters,
         )
         if verdict.score >= self.threshold:
             explanation = _passing_explanation(verdict)

@@ -156,9 +156,10 @@ def evaluator_problems(entries: list[EvaluatorConfig], judge_model: str | None) 
     One `N.key: problem` line per problem (N the entry's index)."""
     problems: list[str] = []
     for i, entry in enumerate(entries):
-        for key, other in (("previous", entry.previous), ("next", entry.next)):
-            if other is not None:
-                problems.extend(_revision_problems(i, key, entry, other.entry(entry), judge_model))
+        if entry.next is not None:
+            problems.extend(
+                _revision_problems(i, "next", entry, entry.next.entry(entry), judge_model)
+            )
         if entry.name not in _FACTORIES:
             close = difflib.get_close_matches(entry.name, list(_FACTORIES), n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""

@@ -30,16 +30,20 @@ FADE_DAYS = 14
 class Shadow:
     """What a shadowed revision measured against the entry's own on the same records
     before it replaced it: its `revision`, `paired` (verdicts, sum, squares) of the
-    differences shadow - own, when its last pair came (`last`), and `hours`: the same sums
-    by the hour of the day (UTC) the pairs came in, 3 per hour."""
+    differences shadow - own, when its last pair came (`last`), `hours`: the same sums by the
+    hour of the day (UTC) the pairs came in, 3 per hour, and when its first pair came
+    (`first`: a monitor release that shadows itself switches a day after it)."""
 
     revision: str
     paired: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
     last: float = 0.0
     hours: list[float] = field(default_factory=lambda: [0.0] * (3 * HOURS))
+    first: float = 0.0
 
     def add(self, own: Moments, shadow: Moments, now: float) -> None:
         if add_paired(self.paired, own, shadow):
+            if self.first <= 0.0:
+                self.first = now
             self.last = now
             hour = int(now // 3600) % HOURS
             sums = self.hours[3 * hour : 3 * hour + 3]
@@ -47,12 +51,13 @@ class Shadow:
             self.hours[3 * hour : 3 * hour + 3] = sums
 
     def saved(self) -> list[Any]:
-        return [self.revision, *self.paired, self.last, self.hours]
+        return [self.revision, *self.paired, self.last, self.hours, self.first]
 
     @staticmethod
     def restored(raw: Any) -> Shadow | None:
         """A shadow's saved revision and numbers (None: none was under way, or a state
-        file from before shadows were kept; no hours: one from before they were)."""
+        file from before shadows were kept; no hours: one from before they were; no first
+        pair's time: its last pair's)."""
         if raw is None:
             return None
         revision, n, total, squares, last, *rest = raw
@@ -62,10 +67,15 @@ class Shadow:
         paired.append(saved_number(squares, nonnegative=True))
         shadow = Shadow(revision, paired, saved_number(last, nonnegative=True))
         if rest:
-            (hours,) = rest
+            hours, *first = rest
             if not isinstance(hours, list) or len(hours) != 3 * HOURS:
                 raise TypeError(f"shadow: the hours are not {3 * HOURS} numbers")
             shadow.hours = [saved_number(x) for x in hours]
+            if len(first) > 1:
+                raise TypeError("shadow: more numbers than a shadow keeps")
+            shadow.first = saved_number(first[0], nonnegative=True) if first else 0.0
+        if shadow.first <= 0.0 or shadow.first > shadow.last:
+            shadow.first = shadow.last
         return shadow
 
 

@@ -112,8 +112,57 @@ def test_the_golden_file_holds_every_cell_and_its_healthy_rows_never_paged() -> 
     healthy = [
         runs
         for name, runs in GOLDEN["cells"].items()
-        if name.startswith(("healthy:", "fresh: healthy", "changeover: healthy"))
+        if name.startswith(
+            ("healthy:", "fresh: healthy", "changeover: healthy", "upgrade: healthy")
+        )
     ]
     assert sum(r["pages"] for runs in healthy for r in runs) == 0
     early = [r for name, runs in GOLDEN["cells"].items() for r in runs if r.get("early")]
     assert early == []
+
+
+def test_a_monitor_upgrade_that_changed_the_detector_pages_a_rise_soon_after_its_switch() -> None:
+    """A release whose evaluator reads the service otherwise (a judge replacing the detector,
+    the detector's threshold moved) shadows itself for a day, the switch at 02:00: a x2 of
+    the true rate a quarter hour later pages within twice the limit, none before; every cell
+    of the row's golden runs within it at the median, and the same release without the
+    previous revision at night pages later than that or not at all."""
+    for name in (
+        "upgrade: detector -> judge at night, x2 a quarter hour after",
+        "upgrade: moved threshold -> detector at night, x2 a quarter hour after",
+    ):
+        (run,) = recomputed(name)
+        assert run["early"] == 0.0
+        assert run["ratio"] <= 2.0
+    timed = {
+        name: sorted(r["ratio"] for r in runs)
+        for name, runs in GOLDEN["cells"].items()
+        if name.startswith("upgrade:") and "ratio" in runs[0]
+    }
+    shadowed = {n: r for n, r in timed.items() if "without the previous" not in n}
+    assert len(shadowed) == 8
+    assert all(r[len(r) // 2] <= 2.0 for r in shadowed.values()), shadowed
+    without = [r for n, r in timed.items() if "without the previous" in n]
+    assert len(without) == 2 and all(r[len(r) // 2] > 2.0 for r in without), without
+
+
+def test_a_healthy_upgrade_pages_nothing() -> None:
+    """The day shadowing itself and six hours after the switch, no rise: no page."""
+    (run,) = recomputed("upgrade: healthy: detector -> judge at night")
+    assert run["pages"] == 0
+
+
+def test_a_night_switch_to_a_revision_of_another_slope_pages_a_rise_3_h_later() -> None:
+    """After a day in shadow, a switch at 02:00 from the judge to the detector (which reads
+    the day's swing with a slope of 0.45 where the judge's is 0.75): the offset measured by
+    the hour (`Slope`) expects what the detector reads at night, and a x2 of the true rate
+    3 h later pages within twice the limit."""
+    (run,) = recomputed("night: judge -> detector, x2 3 h after")
+    assert run["early"] == 0.0
+    assert run["ratio"] <= 2.0
+    medians = [
+        sorted(r["ratio"] for r in runs)[len(runs) // 2]
+        for name, runs in GOLDEN["cells"].items()
+        if name.startswith("night:")
+    ]
+    assert len(medians) == 3 and max(medians) <= 2.0

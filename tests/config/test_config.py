@@ -773,15 +773,15 @@ def test_effective_config_fills_defaults_and_masks_secrets(tmp_path: Path) -> No
     assert Config.model_validate(data, context={"environ": {"OTLP_TOKEN": "tok-123"}}) == config
 
 
-def test_an_evaluator_entry_is_shown_from_its_name_and_its_previous_revision_from_until() -> None:
+def test_an_evaluator_entry_is_shown_from_its_name_and_its_next_revision_from_until() -> None:
     """The keys both hold (`RevisionKeys`) come after each one's opening keys."""
-    previous = {"until": "2027-01-01", "threshold": 0.5}
+    following = {"until": "2027-01-01", "threshold": 0.5}
     config = Config.model_validate(
-        {"evaluators": [{"name": "local_groundedness", "previous": previous}]}
+        {"evaluators": [{"name": "local_groundedness", "next": following}]}
     )
     entry = effective_config(config)["evaluators"][0]
     assert list(entry)[:3] == ["name", "sample_rate", "threshold"]
-    assert list(entry["previous"])[:3] == ["until", "share", "threshold"]
+    assert list(entry["next"])[:3] == ["until", "share", "threshold"]
 
 
 _yaml_scalars = st.one_of(

@@ -121,14 +121,18 @@ def test_check_config_refuses_a_shadow_whose_time_has_passed(
     assert line.startswith("evaluators.0.next.until: 2020-01-01T00:00:00+00:00 has passed")
 
 
-def test_a_shadow_ahead_and_a_passed_previous_are_taken(
+def test_a_shadow_ahead_is_taken_and_a_previous_revision_is_refused_naming_next(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """`evaluators[].previous` is gone (docs/alerts.md, "Evaluator changes"): a file that
+    still sets it fails saying why and what to write instead."""
     code, _, err = _checked(tmp_path, capsys, REVISION % ("next", "2999-01-01T00:00:00Z"))
     assert code == 0, err
-    code, _, err = _checked(tmp_path, capsys, REVISION % ("previous", "2020-01-01T00:00:00Z"))
-    assert code == 0, err
-    assert "warning: evaluators.0.previous.until: 2020-01-01T00:00:00+00:00 has passed" in err
+    code, _, err = _checked(tmp_path, capsys, REVISION % ("previous", "2999-01-01T00:00:00Z"))
+    assert code == 1
+    (line,) = err.strip().splitlines()
+    assert line.startswith("evaluators.0.previous: removed: the previous revision scoring")
+    assert "score the new revision in shadow before the switch: next:" in line
 
 
 def test_run_starts_with_a_shadow_whose_time_has_passed(

@@ -130,8 +130,8 @@ GOOD: dict[str, Any] = {
             "sample_rate": 1.0,
             "threshold": 0.5,
             "second_stage": False,
-            "previous": {
-                "until": "2026-12-01T00:00:00Z",
+            "next": {
+                "until": "2030-12-01T00:00:00Z",
                 "share": 0.2,
                 "threshold": 0.4,
                 "second_stage": False,
@@ -149,8 +149,8 @@ GOOD: dict[str, Any] = {
             "name": "rubric",
             "rubric": "Is the answer polite?",
             "prompt": None,
-            "previous": {
-                "until": "2026-12-01",
+            "next": {
+                "until": "2030-12-01",
                 "rubric": "Is the answer kind?",
                 "prompt": None,
                 "model": "openai/gpt-4o",
@@ -160,12 +160,12 @@ GOOD: dict[str, Any] = {
         {
             "name": "hate_unfairness",
             "severity_threshold": "medium",
-            "previous": {"until": "2026-12-01", "severity_threshold": "high"},
+            "next": {"until": "2030-12-01", "severity_threshold": "high"},
         },
         {
             "name": "trustworthiness_tlm",
             "tlm": copy.deepcopy(TLM_GOOD),
-            "previous": {"until": "2026-12-01", "tlm": {**copy.deepcopy(TLM_GOOD), "draws": 4}},
+            "next": {"until": "2030-12-01", "tlm": {**copy.deepcopy(TLM_GOOD), "draws": 4}},
         },
     ],
     "alerts": {
@@ -490,19 +490,19 @@ TABLE: dict[str, list[Any]] = {
     "evaluators.1.language": [*NOT_A_CHOICE, "fr", "zh-CN"],
     **TLM_BAD,
     "evaluators.0.second_stage": NOT_A_FLAG,
-    "evaluators.0.previous.until": ["", "soon", 5, [1]],
-    "evaluators.0.previous.share": [0, *NOT_A_RATE],
-    "evaluators.0.previous.threshold": [*NOT_A_NUMBER, 1.5],
-    "evaluators.0.previous.second_stage": NOT_A_FLAG,
-    "evaluators.3.previous.severity_threshold": [*NOT_A_CHOICE, "severe"],
-    "evaluators.2.previous.model": NOT_TEXT,
-    "evaluators.2.previous.prompt": ["x" * 65537, [1]],
-    "evaluators.2.previous.rubric": ["", "x" * 65537, [1]],
+    "evaluators.0.next.until": ["", "soon", 5, [1]],
+    "evaluators.0.next.share": [0, *NOT_A_RATE],
+    "evaluators.0.next.threshold": [*NOT_A_NUMBER, 1.5],
+    "evaluators.0.next.second_stage": NOT_A_FLAG,
+    "evaluators.3.next.severity_threshold": [*NOT_A_CHOICE, "severe"],
+    "evaluators.2.next.model": NOT_TEXT,
+    "evaluators.2.next.prompt": ["x" * 65537, [1]],
+    "evaluators.2.next.rubric": ["", "x" * 65537, [1]],
     # A language the evaluator has no template in (rubric is written in en only).
-    "evaluators.2.previous.language": [*NOT_A_CHOICE, "zh", "auto"],
-    # The previous revision's tlm options are the entry's own kind (checked above).
+    "evaluators.2.next.language": [*NOT_A_CHOICE, "zh", "auto"],
+    # The next revision's tlm options are the entry's own kind (checked above).
     **{
-        key.replace("evaluators.4.tlm.", "evaluators.4.previous.tlm."): values
+        key.replace("evaluators.4.tlm.", "evaluators.4.next.tlm."): values
         for key, values in TLM_BAD.items()
     },
     "alerts.rules.0.name": [*NOT_TEXT, "two words", "x" * 129],
@@ -713,19 +713,10 @@ TABLE: dict[str, list[Any]] = {
     "audit.anchors.every": NOT_A_DURATION,
     "audit.anchors.alpha": [*NOT_A_NUMBER, 0, 0.5],
 }
-# An entry's next revision takes the keys its previous one does (an entry has one of them).
-TABLE.update(
-    {
-        key.replace(".previous.", ".next."): values
-        for key, values in TABLE.items()
-        if ".previous." in key
-    }
-)
 # Keys that exclude another the good file sets: that one is left out with them.
 EXCLUDES = {
     "receivers.otlp.auth_token": "receivers.otlp.auth_token_env",
     "alerts.webhooks": "alerts.fleet",
-    **{f"evaluators.{i}.next": f"evaluators.{i}.previous" for i in (0, 2, 3, 4)},
 }
 # Sections the good file leaves out for a key it sets (webhooks are refused with a fleet),
 # put in with the keys under them.
@@ -733,8 +724,6 @@ ADDS = {
     "alerts.webhooks": [
         {"url": "https://hooks.example/page", "headers": {"X-Key": "${env:JUDGE_KEY}"}}
     ],
-    # A next revision in place of the previous one, with its values.
-    **{f"evaluators.{i}.next": GOOD["evaluators"][i]["previous"] for i in (0, 2, 3, 4)},
 }
 
 

@@ -1,5 +1,5 @@
-"""An evaluator's previous revision scored alongside it for a changeover period
-(`evaluators[].previous`): its config checked in the user's words, its share of the records
+"""An evaluator's previous revision scored alongside it for a changeover period (the
+scorer's paired role; the config key `evaluators[].previous` is refused): its share of the records
 chosen by their sampling key until `until` on an injected clock, its verdicts handed to the
 sinks that take them (the alert engine) and counted in a metric of their own, never in the
 evaluator's results or metrics."""
@@ -7,7 +7,6 @@ evaluator's results or metrics."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -15,14 +14,9 @@ import pytest
 from harness.wait import wait_until_async
 from monitor.component import Evaluated, SampledRecord
 from monitor.config import (
-    PREVIOUS_SHARE,
     Budget,
     EvaluatorConfig,
-    Judge,
-    load_config,
 )
-from monitor.evaluators.registry import evaluator_problems
-from monitor.evaluators.revision import revision
 from monitor.exporters.prometheus import MetricsSink
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation import EvaluationStage, PreviousScorer
@@ -41,53 +35,18 @@ def _problems(tmp_path: Path, evaluators: str) -> list[str]:
     return problems_of(tmp_path, f"judge: {{model: openai/gpt-4o-mini}}\nevaluators:\n{evaluators}")
 
 
-def test_a_previous_revision_is_checked_as_an_entry_in_the_users_words(tmp_path: Path) -> None:
+def test_a_previous_revision_is_refused_naming_next(tmp_path: Path) -> None:
+    """`evaluators[].previous` is gone (docs/alerts.md, "Evaluator changes"): the file fails
+    at the key, saying why and what to write instead; the scorer's paired role stays for
+    the engine's pairs (below)."""
     problems = _problems(
         tmp_path,
-        "  - {name: local_groundedness, threshold: 0.6, previous: {until: soon, share: 0}}\n"
-        "  - {name: local_relevance}\n"
-        "  - {name: local_retrieval, escalate_from: local_relevance,\n"
-        "     previous: {until: 2026-12-01, threshold: 0.4}}\n"
-        "  - {name: local_safety, previous: {until: 2026-12-01, model: x, sample_rate: 1}}\n",
+        "  - {name: local_groundedness, threshold: 0.6, previous: {until: 2027-01-01}}\n"
+        "  - {name: local_relevance}\n",
     )
-    expected = [
-        "evaluators.0.previous.until: 'soon' is not an ISO 8601 time (e.g. 2026-12-01T00:00:00Z)",
-        "evaluators.0.previous.share: must be greater than 0",
-        "evaluators.2.previous: an escalated evaluator (escalate_from) is not scored by two "
-        "revisions; give previous to the evaluator it escalates from",
-        "evaluators.3.previous.sample_rate: unknown key",
-    ]
-    assert problems == expected
-    # What only the evaluators can judge, once the file is well formed.
-    problems = _problems(
-        tmp_path,
-        "  - {name: relevance, previous: {until: 2026-12-01, threshold: 9}}\n"
-        "  - {name: local_relevance, previous: {until: 2026-12-01 08:00, threshold: 0.5}}\n",
-    )
-    assert problems[0] == "evaluators.0.previous.threshold: 9 is outside relevance's scale 1..5"
-    # 0.5 is local_relevance's default pass mark: nothing that decides a verdict differs.
-    assert problems[1].startswith("evaluators.1.previous: the same revision as the evaluator")
-    assert len(problems) == 2
-
-
-def test_the_previous_entry_is_the_current_one_with_the_old_values(tmp_path: Path) -> None:
-    path = tmp_path / "c.yaml"
-    path.write_text(
-        "evaluators:\n"
-        "  - name: local_groundedness\n"
-        "    threshold: 0.6\n"
-        "    second_stage: false\n"
-        "    previous: {until: 2026-12-01T00:00:00+01:00, threshold: 0.5}\n"
-    )
-    entry = load_config(path, environ={}, evaluator_check=evaluator_problems).evaluators[0]
-    assert entry.previous is not None
-    assert entry.previous.share == PREVIOUS_SHARE
-    assert entry.previous.until_s == datetime(2026, 11, 30, 23, tzinfo=UTC).timestamp()
-    old = entry.previous.entry(entry)
-    assert old.threshold == 0.5 and old.second_stage is False and old.previous is None
-    assert revision(old, Judge()) == revision(
-        EvaluatorConfig(name="local_groundedness", threshold=0.5), Judge()
-    )
+    (problem,) = problems
+    assert problem.startswith("evaluators.0.previous: removed: the previous revision scoring")
+    assert "score the new revision in shadow before the switch: next:" in problem
 
 
 class FailingScorer(CpuScorerStub):

@@ -47,17 +47,15 @@ def test_a_next_revision_is_checked_as_an_entry_in_the_users_words(tmp_path: Pat
         "  - {name: local_relevance}\n"
         "  - {name: local_retrieval, escalate_from: local_relevance,\n"
         "     next: {until: 2026-12-01, threshold: 0.4}}\n"
-        "  - {name: local_safety, previous: {until: 2026-12-01, severity_threshold: high},\n"
-        "     next: {until: 2026-12-01, severity_threshold: low}}\n",
+        "  - {name: local_safety, next: {until: 2026-12-01, severity_threshold: low, model: x,\n"
+        "     sample_rate: 1}}\n",
     )
     assert problems == [
         "evaluators.0.next.until: 'soon' is not an ISO 8601 time (e.g. 2026-12-01T00:00:00Z)",
         "evaluators.0.next.share: must be less than or equal to 1",
         "evaluators.2.next: an escalated evaluator (escalate_from) is not scored by two "
         "revisions; give next to the evaluator it escalates from",
-        "evaluators.3.next: the entry still has a previous revision scoring; a rule measures "
-        "one change at a time: remove previous (its changeover is logged as translated, or "
-        "its until passed) before the next revision scores in shadow",
+        "evaluators.3.next.sample_rate: unknown key",
     ]
     problems = _problems(
         tmp_path,
@@ -83,7 +81,7 @@ def test_the_next_entry_is_the_switched_one(tmp_path: Path) -> None:
     entry = load_config(path, environ={}, evaluator_check=evaluator_problems).evaluators[0]
     assert entry.next is not None and entry.next.share == 0.2
     new = entry.next.entry(entry)
-    assert new.next is None and new.previous is None
+    assert new.next is None
     switched = EvaluatorConfig(name="local_groundedness", threshold=0.5)
     assert revision(new, Judge()) == revision(switched, Judge())
     assert revision(new, Judge()) != revision(entry, Judge())

@@ -1,5 +1,5 @@
 """The pipeline reads two clocks, each injectable on its own (`build_pipeline`): wall time
-(seconds since the epoch) for what is dated, such as a previous revision's `until`, and
+(seconds since the epoch) for what is dated, such as a next revision's `until`, and
 monotonic time for the budgets' windows. A test that moves one does not move the other."""
 
 from __future__ import annotations
@@ -22,15 +22,15 @@ CONTEXT = "The Example Town bridge over the river opened in 1931. It is 240 metr
 BATCH = 6
 
 
-def _previous_verdicts(service: Service) -> float:
-    """The previous revision's verdicts (pass or fail) so far."""
+def _shadow_verdicts(service: Service) -> float:
+    """The next revision's verdicts in shadow (pass or fail) so far."""
     entry = service.config.evaluators[0]
-    assert entry.previous is not None
-    old = revision(entry.previous.entry(entry), service.config.judge)
+    assert entry.next is not None
+    new = revision(entry.next.entry(entry), service.config.judge)
     return sum(
         service.telemetry.registry.get_sample_value(
-            "rag_monitor_previous_revision_evaluations_total",
-            {"evaluator": entry.name, "revision": old, "outcome": outcome},
+            "rag_monitor_shadow_revision_evaluations_total",
+            {"evaluator": entry.name, "revision": new, "outcome": outcome},
         )
         or 0.0
         for outcome in ("pass", "fail")
@@ -55,8 +55,8 @@ async def _score(service: Service, first: int) -> None:
     await wait_until_async(lambda: service.stage.completed >= done, 60, "the batch scored")
 
 
-async def test_a_previous_revisions_until_follows_the_wall_clock_not_the_monotonic_one() -> None:
-    """The previous revision scores every record while the wall clock is before `until`,
+async def test_a_next_revisions_until_follows_the_wall_clock_not_the_monotonic_one() -> None:
+    """The next revision scores every record in shadow while the wall clock is before `until`,
     however far the monotonic clock runs (past `until`, were it read as a date), and stops
     when the wall clock reaches `until`."""
     config = Config.model_validate(
@@ -67,7 +67,7 @@ async def test_a_previous_revisions_until_follows_the_wall_clock_not_the_monoton
             "evaluators": [
                 {
                     "name": "local_groundedness",
-                    "previous": {"until": UNTIL, "share": 1.0, "threshold": 0.4},
+                    "next": {"until": UNTIL, "share": 1.0, "threshold": 0.4},
                 }
             ],
         }
@@ -83,13 +83,13 @@ async def test_a_previous_revisions_until_follows_the_wall_clock_not_the_monoton
     await service.start()
     try:
         await _score(service, 0)
-        assert _previous_verdicts(service) == BATCH
+        assert _shadow_verdicts(service) == BATCH
         monotonic[0] = UNTIL_S + 3600.0
         await _score(service, BATCH)
-        assert _previous_verdicts(service) == 2 * BATCH
+        assert _shadow_verdicts(service) == 2 * BATCH
         wall[0] = UNTIL_S
         await _score(service, 2 * BATCH)
-        assert _previous_verdicts(service) == 2 * BATCH
+        assert _shadow_verdicts(service) == 2 * BATCH
         assert service.stage.completed == 3 * BATCH
     finally:
         await service.shutdown(30)

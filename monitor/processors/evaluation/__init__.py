@@ -15,12 +15,14 @@ if TYPE_CHECKING:
     from monitor.processors.evaluation._previous import PreviousScorer
     from monitor.processors.evaluation._revisions import other_revisions
     from monitor.processors.evaluation._stage import EvaluationStage
+    from monitor.processors.evaluation._upgrade import carried_upgrades
 
 __all__ = [
     "PRELOAD",
     "EvaluationStage",
     "PreviousScorer",
     "Settings",
+    "carried_upgrades",
     "other_revisions",
     "worker_initializer",
 ]
@@ -39,4 +41,8 @@ def __getattr__(name: str) -> object:
         from monitor.processors.evaluation._revisions import other_revisions
 
         return other_revisions
+    if name == "carried_upgrades":
+        from monitor.processors.evaluation._upgrade import carried_upgrades
+
+        return carried_upgrades
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -138,7 +138,11 @@ class BatchEvaluator:
             previous = self._previous.get(name)
             if previous is None or not previous.chosen(key, now):
                 continue
-            if self._budget.admit_local(True):
+            if previous.upgrade is not None:
+                # The revision of record for the day: the base sample's, never refused.
+                self._budget.admit_local(False)
+                admitted.append(name)
+            elif self._budget.admit_local(True):
                 admitted.append(name)
             else:
                 self._previous_refused(previous, local=True)
@@ -184,6 +188,9 @@ class BatchEvaluator:
         calls = []
         for item in batch:
             for name, previous in self._previous.items():
+                if previous.upgrade is not None:
+                    self._upgraded(item, previous, now)
+                    continue
                 current = item.results.get(name)
                 if current is None or current.outcome == "error":
                     continue  # nothing to pair it with
@@ -198,6 +205,40 @@ class BatchEvaluator:
                         self._previous_refused(previous, local=False)
         if calls:
             await asyncio.gather(*calls)
+
+    def _upgraded(self, item: InFlight, previous: PreviousScorer, now: float) -> None:
+        """A monitor release that shadows itself (`_upgrade.py`): where the previous
+        release's revision scored `item`, its verdict is the one of record and this
+        release's, on the share, the shadow verdict; once its day is over, said once."""
+        upgrade = previous.upgrade
+        assert upgrade is not None
+        name = upgrade.evaluator
+        scored = item.previous_scored.get(name)
+        if scored is None:
+            if upgrade.switch_due(now):
+                self._t.evaluator_revision.labels(name, upgrade.old).set(0)
+                self._t.evaluator_revision.labels(name, upgrade.new).set(1)
+                log.info(
+                    "evaluators: %s switched after its day of shadow: this release's revision "
+                    "%s is the revision of record; the previous release's %s scores no more, "
+                    "and the alert rules take the offset measured in shadow",
+                    name,
+                    upgrade.new,
+                    upgrade.old,
+                )
+            return
+        if not upgrade.shown:
+            upgrade.shown = True
+            self._t.evaluator_revision.labels(name, upgrade.new).set(0)
+            self._t.evaluator_revision.labels(name, upgrade.old).set(1)
+        old = dataclasses.replace(scored[0], revision=upgrade.old)
+        new = item.results.get(name)
+        item.results[name] = old
+        if new is None or not previous.in_shadow(item.record.sampling_key):
+            return
+        self._t.child(self._shadow_evaluations, name, upgrade.new, new.outcome).inc()
+        if new.outcome != "error" and old.outcome != "error":
+            item.shadow[name] = new
 
     def _previous_refused(self, previous: PreviousScorer, *, local: bool) -> None:
         """A previous revision's evaluation the budget refused (`local`: the local limit),

@@ -15,7 +15,10 @@ events. A next revision's verdicts are shadow verdicts, scored the same way on a
 their own: they go with the record to every sink (`component.Evaluated.shadow`), and only
 the alert engine reads them (it measures the offset before the switch); they are counted in
 `shadow_revision_evaluations_total`, labelled by revision; nowhere else (not the service's
-metrics, rates, alerts, results or audit).
+metrics, rates, alerts, results or audit). A monitor release that shadows itself
+(`_upgrade.py`) has the same roles the other way round for a day: the previous release's
+revision scores every record and is the revision of record, and this release's verdict on a
+share of them is the shadow verdict.
 """
 
 from __future__ import annotations
@@ -30,19 +33,53 @@ from monitor.processors.sampler import sampling_position
 _SALT = {False: "@previous", True: "@next"}
 
 
+@dataclass(slots=True)
+class Upgrade:
+    """One evaluator's self-shadow after a monitor upgrade (`_upgrade.py`): its previous
+    release's revision `old` and this release's `new`; `until_s` is 0 until it starts, then
+    when it switches."""
+
+    evaluator: str
+    old: str
+    new: str
+    until_s: float = 0.0
+    said_switch: bool = False
+    # Whether the revision-info gauge names the previous revision as the one of record.
+    shown: bool = False
+
+    def of_record(self, now: float) -> bool:
+        """Whether the previous revision is the one of record at `now`."""
+        return now < self.until_s
+
+    def switch_due(self, now: float) -> bool:
+        """Whether the switch has come and is not said yet (said once, by the caller)."""
+        if self.until_s <= 0.0 or now < self.until_s or self.said_switch:
+            return False
+        self.said_switch = True
+        return True
+
+
 @dataclass(frozen=True, slots=True)
 class PreviousScorer:
     """The previous (or with `shadow`, the next) revision of one evaluator: its evaluator,
     its revision, and which records it scores (`share` of them until `until_s`, seconds
-    since the epoch)."""
+    since the epoch). With `upgrade`, the previous release's revision of a monitor release
+    that shadows itself: every record while it is the revision of record, and the share
+    is that of this release's verdicts that go in shadow (`in_shadow`)."""
 
     evaluator: Evaluator
     revision: str
     share: float
     until_s: float
     shadow: bool = False
+    upgrade: Upgrade | None = None
 
     def chosen(self, sampling_key: str, now: float) -> bool:
         """Whether it scores the record of `sampling_key` at `now`."""
-        salted = sampling_key + _SALT[self.shadow]
-        return now < self.until_s and sampling_position(salted) < self.share
+        if self.upgrade is not None:
+            return self.upgrade.of_record(now)
+        return now < self.until_s and self.in_shadow(sampling_key)
+
+    def in_shadow(self, sampling_key: str) -> bool:
+        """Whether the record of `sampling_key` is in the share."""
+        return sampling_position(sampling_key + _SALT[self.shadow]) < self.share

@@ -1,6 +1,6 @@
-"""Which other revisions of the configured evaluators score records beside them now: a
-previous revision for a changeover (`evaluators[].previous`), or a next one in shadow
-(`evaluators[].next`) until its `until` (`_previous.py` says how they score)."""
+"""Which next revisions of the configured evaluators score records in shadow beside them now
+(`evaluators[].next`) until their `until` (`_previous.py` says how they score; a monitor
+upgrade's own shadow is `_upgrade.py`'s)."""
 
 from __future__ import annotations
 
@@ -15,12 +15,6 @@ from monitor.processors.evaluation._previous import PreviousScorer
 
 log = logging.getLogger(__name__)
 
-# What each role's revision is scored for, as the log says it.
-_FOR = {
-    False: "again until %s, for the alert rules' changeover to %s",
-    True: "in shadow until %s, measured against %s before it becomes the revision of record",
-}
-
 
 def other_revisions(
     config: Config, context: BuildContext, now: float
@@ -31,34 +25,27 @@ def other_revisions(
     out: dict[str, PreviousScorer] = {}
     cpu: list[EvaluatorConfig] = []
     for entry in config.evaluators:
-        other = entry.previous or entry.next
+        other = entry.next
         if other is None:
             continue
-        shadow = entry.next is not None
-        role = "next" if shadow else "previous"
         other_entry = other.entry(entry)
         other_revision = revision(other_entry, config.judge)
         if other.until_s <= now:
             # A shadow past its time wants the operator (switch, or remove it): a warning.
             # check-config refuses one; a restart after `until` runs on without it.
-            (log.warning if shadow else log.info)(
-                "evaluators: %s's %s revision %s is not scored: its time ended at %s "
-                "(evaluators[].%s.until); %s",
+            log.warning(
+                "evaluators: %s's next revision %s is not scored: its time ended at %s "
+                "(evaluators[].next.until); it scores in shadow no more: switch (move its "
+                "keys into the entry), set a time ahead, or remove it",
                 entry.name,
-                role,
                 other_revision,
                 other.until,
-                role,
-                "it scores in shadow no more: switch (move its keys into the entry), set a "
-                "time ahead, or remove it"
-                if shadow
-                else "the key may go",
             )
             continue
         log.info(
-            "evaluators: %s's %s revision %s scores %g of its verdicts' records " + _FOR[shadow],
+            "evaluators: %s's next revision %s scores %g of its verdicts' records in shadow "
+            "until %s, measured against %s before it becomes the revision of record",
             entry.name,
-            role,
             other_revision,
             other.share,
             other.until,
@@ -66,7 +53,7 @@ def other_revisions(
         )
         evaluator = build(other_entry, context)
         out[entry.name] = PreviousScorer(
-            evaluator, other_revision, other.share, other.until_s, shadow=shadow
+            evaluator, other_revision, other.share, other.until_s, shadow=True
         )
         if isinstance(evaluator, CpuScorer):
             cpu.append(other_entry)
