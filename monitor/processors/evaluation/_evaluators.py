@@ -216,8 +216,8 @@ class BatchEvaluator:
         scored = item.previous_scored.get(name)
         if scored is None:
             if upgrade.switch_due(now):
-                self._t.evaluator_revision.labels(name, upgrade.old).set(0)
-                self._t.evaluator_revision.labels(name, upgrade.new).set(1)
+                self._t.gauge("evaluator_revision_info").labels(name, upgrade.old).set(0)
+                self._t.gauge("evaluator_revision_info").labels(name, upgrade.new).set(1)
                 log.info(
                     "evaluators: %s switched after its day of shadow: this release's revision "
                     "%s is the revision of record; the previous release's %s scores no more, "
@@ -229,8 +229,8 @@ class BatchEvaluator:
             return
         if not upgrade.shown:
             upgrade.shown = True
-            self._t.evaluator_revision.labels(name, upgrade.new).set(0)
-            self._t.evaluator_revision.labels(name, upgrade.old).set(1)
+            self._t.gauge("evaluator_revision_info").labels(name, upgrade.new).set(0)
+            self._t.gauge("evaluator_revision_info").labels(name, upgrade.old).set(1)
         old = dataclasses.replace(scored[0], revision=upgrade.old)
         new = item.results.get(name)
         item.results[name] = old
