@@ -50,6 +50,17 @@ _DIGITS = {
 _UNITS = {"十": 10, "拾": 10, "百": 100, "佰": 100, "千": 1000, "仟": 1000}
 _SCALES = {"万": 10_000, "萬": 10_000, "亿": 100_000_000, "億": 100_000_000}
 _POINTS = frozenset("点點")
+# The unit below each unit or scale: what a last digit written straight after it counts.
+_NEXT_LOWER = {"百": 10, "佰": 10, "千": 100, "仟": 100, "万": 1000, "萬": 1000, "亿": 10**7, "億": 10**7}
+# Tenths of a whole (六成: 60 per cent; 七折: 70 per cent of the price), after a numeral
+# the segmenter reads as one numeral word with them.
+_TENTHS = frozenset("成折")
+# 半 "half": after a numeral and a measure word (一个半: 1.5), after an hour (六点半:
+# half past six), or starting a word (半年: half a year).
+_HALF = "半"
+# Measure words of time and how many of the next smaller one each holds: a context's
+# 两周 supports a claim's 14天 and its 半年 a claim's 6个月 (and back where they divide).
+_TIME_UNITS = (("周", "天", 7), ("星期", "天", 7), ("礼拜", "天", 7), ("年", "月", 12), ("小时", "分", 60))
 _NUMERAL = frozenset(_DIGITS) | frozenset(_UNITS) | frozenset(_SCALES)
 _ORDINAL = "第"
 # The other ordinal prefix, of "first" only (首次, 首批: 第一次, 第一批).
@@ -161,6 +172,12 @@ def _whole(text: str) -> float | None:
     current: float | None = None
     i = 0
     n = len(text)
+    last = text[-1]
+    if n > 2 and last in _DIGITS and _DIGITS[last] and text[-2] in _NEXT_LOWER:
+        # A last digit straight after a unit counts in the unit below it (二百五 is 250,
+        # 三千二 3200, 一万二 12000); after 零 it is a digit of its own (三千零二: 3002).
+        head = _whole(text[:-1])
+        return None if head is None else head + _DIGITS[last] * _NEXT_LOWER[text[-2]]
     while i < n:
         c = text[i]
         if c.isdigit() or c == ".":
@@ -198,6 +215,12 @@ def value(token: str) -> float | None:
     the idioms of `_NOT_QUANTITIES` are words."""
     if token in _NOT_QUANTITIES or token == "一":
         return None
+    if len(token) > 1 and token[-1] in _TENTHS:
+        # 六成 (60 per cent), 七折 (70 per cent of the price), 七五折 (75).
+        tenths = _whole(token[:-1])
+        if tenths is None:
+            return None
+        return tenths * 10 if len(token) == 2 else tenths
     text = token.removeprefix(_ORDINAL).removeprefix(_PERCENT)
     for point in _POINTS:
         if point in text:
@@ -269,10 +292,22 @@ def _run_spans(run: str, after_digit: bool) -> tuple[tuple[int, int], ...]:
             b = starts[last]
         k = owner[a]
         word, tag = words[k]
+        if (
+            b < len(run)
+            and run[b] in _TENTHS
+            and starts[last] == a
+            and starts[last] + len(words[last][0]) == b + 1
+        ):
+            # The segmenter reads 六成 / 七折 as one numeral word: tenths of a whole.
+            b += 1
         numeral = run[a:b]
         inside = a <= starts[k] and starts[k] + len(word) <= b
+        # After an Arabic digit a numeral is its scale whatever else it may spell (1.5千万:
+        # fifteen million, not 千万 "by all means").
+        scale_of_digit = after_digit and a == 0 and _whole(numeral) is not None
         numeric = (
-            tag in _NUMERAL_TAGS
+            scale_of_digit
+            or tag in _NUMERAL_TAGS
             or inside
             or len(numeral.removeprefix(_ORDINAL)) > 1
             or (after_digit and a == 0)
@@ -283,7 +318,8 @@ def _run_spans(run: str, after_digit: bool) -> tuple[tuple[int, int], ...]:
         # After a digit a numeral is its scale (3万人), unless it starts a longer measure
         # word (75千瓦时, 3千米: kilowatt hours, kilometres).
         unit_word = after_digit and a == 0 and tag == "q" and len(word) > b - a
-        if numeric and not unit_word and word not in _NOT_QUANTITIES and value(numeral) is not None:
+        quantity = scale_of_digit or (word not in _NOT_QUANTITIES and value(numeral) is not None)
+        if numeric and not unit_word and quantity:
             number_end[a] = b
             in_number.update(range(a, b))
     out: list[tuple[int, int]] = []
@@ -348,10 +384,11 @@ def written_values(text: str) -> list[float]:
     and for the ordinal prefix 首 ("first": 首批, 首次, as 第一), and an hour of the clock also as the afternoon's (六点: 18 o'clock): what a
     context supports, read generously, since a claim's number is checked against it."""
     out: list[float] = []
-    for run in _HAN_RUN.finditer(text):
+    for run in _HAN_RUN.finditer(simplified(text)):
         chunk = run.group()
         if _FIRST in chunk[:-1]:
             out.append(1.0)
+        halves = {i for i, c in enumerate(chunk) if c == _HALF}
         for a, b in _numerals(chunk):
             numeral = chunk[a:b]
             found = value(numeral)
@@ -360,14 +397,44 @@ def written_values(text: str) -> list[float]:
             if found is None:
                 continue
             out.append(found)
+            after = chunk[b : b + 3]
             if (
-                b < len(chunk)
-                and chunk[b] in _POINTS
+                after[:1] in _POINTS
                 and 0 < found <= 12
                 and a > 0
                 and chunk[a - 1] in _AFTERNOON
             ):
                 out.append(found + 12)
+            if after[:1] in _POINTS and after[1:2] == _HALF:
+                out.append(30.0)  # 六点半: half past six, 6点30分
+                halves.discard(b + 1)
+            elif after[:1] in _TENTHS and b - a == 1:
+                out.append(found * 10)  # 三成: 30 per cent
+            # A measure word may stand between a numeral and 半 or a unit (一个半, 两个星期).
+            skip = 1 if after[:1] == "个" else 0
+            if after[skip : skip + 1] == _HALF:
+                halves.discard(b + skip)
+                found += 0.5
+                out.append(found)  # 一个半小时: 1.5 hours
+                skip += 1
+            out.extend(_in_time_units(found, chunk[b + skip : b + skip + 2]))
+        for i in halves:
+            # 半 starting a word: half of what follows (半年: 6 months, 半小时: 30 minutes).
+            out.append(0.5)
+            out.extend(_in_time_units(0.5, chunk[i + 1 : i + 3]))
+    return out
+
+
+def _in_time_units(amount: float, after: str) -> list[float]:
+    """`amount` of the time unit `after` starts with, in the next smaller unit (两周: 14
+    days), and in the larger one where it divides (14天: 2 weeks)."""
+    out = []
+    for larger, smaller, factor in _TIME_UNITS:
+        if after.startswith(larger) and amount < 100:
+            out.append(amount * factor)
+        elif after.startswith(smaller) or after.startswith("个" + smaller):
+            if amount >= factor and amount % factor == 0:
+                out.append(amount / factor)
     return out
 
 
