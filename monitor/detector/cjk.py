@@ -72,8 +72,9 @@ _PERCENT = "百分之"
 _NOT_QUANTITIES = frozenset("十分 千万 万一 一一 万万 千千万万".split())
 # Segmenter tags of a numeral or a time word: only there is a numeral prefix a number.
 _NUMERAL_TAGS = frozenset("m mq q t".split())
-# Segmenter tags of a person, a place, an organisation.
-_NAME_TAGS = frozenset("nr nrt nrfg ns nt".split())
+# Segmenter tags of a person, a place, an organisation, another proper noun (nz: a given
+# name the segmenter cut from its surname, 罗 / 振华).
+_NAME_TAGS = frozenset("nr nrt nrfg ns nt nz".split())
 # Sentence ends of Chinese and Japanese text (full-width).
 _STOPS = frozenset("。！？!?")
 _CLOSERS = frozenset("”’」』）)")
@@ -147,6 +148,14 @@ def numeral_start(token: str) -> bool:
     """Whether a token starts as a Chinese number does (a numeral, 第 or 百分之)."""
     first = token[0]
     return first > "\u2fff" and (first in _NUMERAL or first == _ORDINAL or first == "百")
+
+
+def is_pair_word(token: str) -> bool:
+    """Whether a numeral token is a lone 两 ("both", "a couple" as much as "two")."""
+    return token in _PAIR
+
+
+_PAIR = frozenset("两兩")
 
 
 def _arabic(text: str) -> float | None:
@@ -313,7 +322,7 @@ def _run_spans(run: str, after_digit: bool) -> tuple[tuple[int, int], ...]:
             or (after_digit and a == 0)
             # A word that starts with the numeral and names nothing: a count of what
             # follows (六人, 两国), cut as one word or not (六个人).
-            or (a == starts[k] and tag not in _NAME_TAGS and tag != "nz")
+            or (a == starts[k] and tag not in _NAME_TAGS)
         )
         # After a digit a numeral is its scale (3万人), unless it starts a longer measure
         # word (75千瓦时, 3千米: kilowatt hours, kilometres).

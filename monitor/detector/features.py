@@ -333,6 +333,7 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
             check.far = list(check.unsupported)
             check.soft_unsupported = check.rare_unsupported = len(check.unsupported)
             check.specific_unsupported = float(len(check.unsupported))
+    contradictions += _han_numbers(claims, checks, contradictions)
     contradictions += _han_flips(claims, checks, evidence, contradictions)
     contradictions += _han_kinds(claims, checks, evidence)
     find_invented(checks, evidence_vectors, embedder)
@@ -341,6 +342,27 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
     invented = [c for c in contradictions if c.invented and c.kind != "negation"]
     summary = np.concatenate([summarise(checks), [len(contradictions), len(strong), len(invented)]])
     return Analysis(features=summary, sentences=checks, contradictions=contradictions)
+
+
+def _han_numbers(
+    claims: list[Sentence], checks: list[SentenceCheck], found: list[Contradiction]
+) -> list[Contradiction]:
+    """Chinese claims stating a number (a quantity, a year, a day) that neither the context
+    nor the question writes in any form: the numerals are read by their grammar and the
+    context's generously (`cjk.written_values`), so what is left is a value of the
+    answer's own. Not a lone 两 before a measure word ("both", "a couple": 两站 for the
+    two stations a context names)."""
+    done = {c.claim for c in found if c.decisive or c.invented}
+    out = []
+    for claim, check in zip(claims, checks, strict=True):
+        if check.abstains or claim.text in done or not cjk.is_chinese(claim.text):
+            continue
+        invented = [n for n in check.unsupported_numbers if not cjk.is_pair_word(n)]
+        if invented:
+            out.append(
+                Contradiction("number", invented[0], check.evidence, claim.text, decisive=False)
+            )
+    return out
 
 
 def _han_flips(

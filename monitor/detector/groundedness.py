@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from monitor.detector.cjk import is_han
 from monitor.detector.contradiction import Contradiction
 from monitor.detector.embedding import shared_embedder
 from monitor.detector.features import FEATURE_NAMES, analyse
@@ -142,7 +143,9 @@ def first_stage(query: str, contexts: list[str], response: str) -> FirstStage:
     if decided:
         grounded = min(grounded, CONTRADICTED)
         decided_by = "contradiction"
-    elif len(analysis.sentences) == 1 and analysis.sentences[0].unsupported_entities:
+    elif (len(analysis.sentences) == 1 and analysis.sentences[0].unsupported_entities) or any(
+        _han_name(s) for s in analysis.sentences
+    ):
         if grounded > UNSUPPORTED_NAME:
             grounded = UNSUPPORTED_NAME
             decided_by = "unsupported_name"
@@ -166,6 +169,14 @@ def first_stage(query: str, contexts: list[str], response: str) -> FirstStage:
         decided_by=decided_by,
     )
     return FirstStage(verdict, weakest_pairs(analysis.sentences), decided)
+
+
+def _han_name(check: SentenceCheck) -> bool:
+    """Whether a sentence names, in Chinese, what the context never names: the segmenter's
+    tag reads a name in any sentence of an answer, where a capital letter is a name only
+    in a one-sentence answer (a later sentence's capitals are as often titles or
+    emphasis)."""
+    return not check.abstains and any(is_han(e[0]) for e in check.unsupported_entities)
 
 
 def _not_decisive(found: Contradiction) -> bool:

@@ -177,7 +177,9 @@ def _han_content(sentence: Sentence) -> tuple[set[str], set[str], set[str]]:
         if value is not None or len(word) < 2 or not word.isalpha() or word in STOPWORDS:
             continue
         words.add(word)
-        if after_negator:
+        # A measure word after a number is the quantity's: 不能超过80公里 bounds the
+        # distance, it does not deny kilometres.
+        if after_negator and not (i > 0 and sentence.numbers[i - 1] is not None):
             negated.add(word)
     return words, negated, numbers
 
