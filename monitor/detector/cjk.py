@@ -492,6 +492,21 @@ def specificity(word: str) -> float:
     return min(1.0, max(0.0, math.log(_COMMON / max(count, 1)) / _LOG_SPAN))
 
 
+# A character the dictionary counts this often is a function morpheme (之, 以, 的, 了, 在):
+# words that differ only in such characters are one word written two ways.
+_FUNCTION_COUNT = 100_000
+
+
+def function_morphemes(word: str, other: str) -> bool:
+    """Whether two words of one length differ only where both write a function morpheme
+    (之前 and 以前 both "before"; 南部 and 西部 differ in content)."""
+    return all(
+        a == b
+        or (segmenter().suggest_freq(a) >= _FUNCTION_COUNT and segmenter().suggest_freq(b) >= _FUNCTION_COUNT)
+        for a, b in zip(word, other, strict=True)
+    )
+
+
 def pairs(text: str) -> set[str]:
     """The pairs of Han characters next to each other in `text`: a word whose every pair is
     there is written in the text, however the segmenter cut either side."""

@@ -429,6 +429,7 @@ def _han_kind(words: list[str], far: set[str], evidence: list[Sentence]) -> tupl
                     or other == word
                     or other[-1] != word[-1]
                     or other in words
+                    or cjk.function_morphemes(word, other)
                 ):
                     continue
                 if k not in nouns:
