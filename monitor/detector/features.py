@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from monitor.detector import cjk, contradiction, slots, substitution
+from monitor.detector.cjk import is_han
 from monitor.detector.clauses import find_invented
 from monitor.detector.contradiction import Contradiction
 from monitor.detector.embedding import Embedder
@@ -185,9 +186,19 @@ def _check(sentence: Sentence, context: Support, question: Support) -> SentenceC
         negated=negated,
         abstains=bool(_ABSTAIN.search(sentence.text) and _CONTEXT_REFERENCE.search(sentence.text)),
         bigrams=len(pairs),
-        novel_bigrams=sum(1 for b in pairs if b not in context.bigrams),
+        novel_bigrams=sum(1 for b in pairs if b not in context.bigrams and not _both_backed(b, context)),
         converted=converted,
     )
+
+
+def _both_backed(bigram: tuple[str, str], context: Support) -> bool:
+    """Whether two neighbouring Chinese words (or a number next to one) are both in the
+    context: Chinese word order moves freely with topic and comment (这家店的面包七欧元 /
+    面包每个售价七欧元), and the segmenter cuts the same characters otherwise by their
+    neighbours, so a pair of backed words read as new would count a paraphrase's order."""
+    if not context.han_pairs or not any(is_han(w[0]) for w in bigram):
+        return False
+    return all(w in context.numbers if w[0].isdigit() else is_han(w[0]) and context.has_word(w) for w in bigram)
 
 
 def _novel(word: str, han_chars: set[str]) -> bool:

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from monitor.detector.cjk import is_han
+from monitor.detector.cjk import is_chinese, is_han
 from monitor.detector.contradiction import Contradiction
 from monitor.detector.embedding import shared_embedder
 from monitor.detector.features import FEATURE_NAMES, analyse
@@ -42,6 +42,10 @@ UNSUPPORTED_NAME = 0.2
 # explanation lists) applies to the score, and a thinner one (half its words missing).
 UNSUPPORTED_CLAUSE = 0.7
 THIN_CLAUSE = 0.8
+# The factor of a clause invented in Chinese: the model's counts, fitted on English, leave a
+# faithful Chinese answer nearer the threshold (a paraphrase reorders and recuts its
+# words), so the clause takes more (chosen on the Chinese probe's development split).
+HAN_UNSUPPORTED_CLAUSE = 0.6
 # Response sentences the second stage reads (the least supported ones first).
 PAIRS = 2
 
@@ -125,8 +129,14 @@ def weakest_pairs(checks: list[SentenceCheck], limit: int = PAIRS) -> tuple[tupl
 def clause_factor(checks: list[SentenceCheck]) -> float:
     """Each invented clause takes a share of the score: an otherwise well-supported answer
     keeps a passing score, a doubtful one with an invented claim fails."""
-    kinds = [thin for s in checks for _, thin in s.invented]
-    return float(UNSUPPORTED_CLAUSE ** kinds.count(False) * THIN_CLAUSE ** kinds.count(True))
+    factor = 1.0
+    for check in checks:
+        for clause, thin in check.invented:
+            if thin:
+                factor *= THIN_CLAUSE
+            else:
+                factor *= HAN_UNSUPPORTED_CLAUSE if is_chinese(clause) else UNSUPPORTED_CLAUSE
+    return factor
 
 
 def first_stage(query: str, contexts: list[str], response: str) -> FirstStage:
