@@ -58,9 +58,19 @@ _TENTHS = frozenset("成折")
 # 半 "half": after a numeral and a measure word (一个半: 1.5), after an hour (六点半:
 # half past six), or starting a word (半年: half a year).
 _HALF = "半"
-# Measure words of time and how many of the next smaller one each holds: a context's
-# 两周 supports a claim's 14天 and its 半年 a claim's 6个月 (and back where they divide).
-_TIME_UNITS = (("周", "天", 7), ("星期", "天", 7), ("礼拜", "天", 7), ("年", "月", 12), ("小时", "分", 60))
+# Measure words of time, length and weight, each with the next smaller one and how many
+# of it it holds: a context's 两周 supports a claim's 14天, its 半年 a claim's 6个月, its
+# 六千八百米 a claim's 6.8公里.
+_UNIT_STEPS = (
+    ("周", "天", 7), ("星期", "天", 7), ("礼拜", "天", 7), ("年", "月", 12), ("小时", "分", 60),
+    ("公里", "米", 1000), ("公斤", "克", 1000), ("千克", "克", 1000), ("吨", "公斤", 1000),
+)  # fmt: skip
+# The week's day written 日 or 天 (Sunday: 周日, 星期天, 礼拜天) after the week's words.
+_SUNDAY = frozenset("日天")
+_WEEK_ENDS = frozenset("周期拜")
+# Range marks (至, 到: "to") and the widest range of days.
+_RANGE_MARKS = frozenset("至到")
+_RANGE_SPAN = 6
 _NUMERAL = frozenset(_DIGITS) | frozenset(_UNITS) | frozenset(_SCALES)
 _ORDINAL = "第"
 # The other ordinal prefix, of "first" only (首次, 首批: 第一次, 第一批).
@@ -390,60 +400,100 @@ def spans(text: str, other: re.Pattern[str]) -> list[tuple[int, int]]:
 def written_values(text: str) -> list[float]:
     """The values of every numeral written in `text`, inside words too (周三, 晚十点: the
     segmenter keeps them in a word), 1 for a lone 一 before a word (一枚: "a" and "one")
-    and for the ordinal prefix 首 ("first": 首批, 首次, as 第一), and an hour of the clock also as the afternoon's (六点: 18 o'clock): what a
-    context supports, read generously, since a claim's number is checked against it."""
+    and for the ordinal prefix 首 ("first": 首批, 首次, as 第一), 7 for the week's day 日/天
+    (周日, 星期天), an hour of the clock also as the afternoon's (六点: 18 o'clock), the
+    days inside a range of the week's days (周二至周日), and an amount in the next unit of
+    its measure (`_UNIT_STEPS`): what a context supports, read generously, since a claim's
+    number is checked against it."""
     out: list[float] = []
-    for run in _HAN_RUN.finditer(simplified(text)):
+    folded = simplified(text)
+    for run in _HAN_RUN.finditer(folded):
         chunk = run.group()
         if _FIRST in chunk[:-1]:
             out.append(1.0)
         halves = {i for i, c in enumerate(chunk) if c == _HALF}
+        found: list[tuple[int, int, float]] = []
+        digits = _digits_before(folded, run.start())
+        if digits is not None:
+            # 6800米, 3个半小时: the run's measure word follows a number in digits.
+            found.append((0, 0, digits))
         for a, b in _numerals(chunk):
             numeral = chunk[a:b]
-            found = value(numeral)
-            if found is None and numeral == "一" and b < len(chunk):
-                found = 1.0
-            if found is None:
-                continue
-            out.append(found)
+            amount = value(numeral)
+            if amount is None and numeral == "一" and b < len(chunk):
+                amount = 1.0
+            if amount is not None:
+                found.append((a, b, amount))
+        found.extend(
+            (i, i + 1, 7.0)
+            for i in range(1, len(chunk))
+            if chunk[i] in _SUNDAY and chunk[i - 1] in _WEEK_ENDS
+        )
+        found.sort()
+        for k, (a, b, amount) in enumerate(found):
+            out.append(amount)
             after = chunk[b : b + 3]
-            if (
-                after[:1] in _POINTS
-                and 0 < found <= 12
-                and a > 0
-                and chunk[a - 1] in _AFTERNOON
-            ):
-                out.append(found + 12)
+            if after[:1] in _POINTS and 0 < amount <= 12 and a > 0 and chunk[a - 1] in _AFTERNOON:
+                out.append(amount + 12)
             if after[:1] in _POINTS and after[1:2] == _HALF:
                 out.append(30.0)  # 六点半: half past six, 6点30分
                 halves.discard(b + 1)
             elif after[:1] in _TENTHS and b - a == 1:
-                out.append(found * 10)  # 三成: 30 per cent
+                out.append(amount * 10)  # 三成: 30 per cent
             # A measure word may stand between a numeral and 半 or a unit (一个半, 两个星期).
             skip = 1 if after[:1] == "个" else 0
             if after[skip : skip + 1] == _HALF:
                 halves.discard(b + skip)
-                found += 0.5
-                out.append(found)  # 一个半小时: 1.5 hours
+                amount += 0.5
+                out.append(amount)  # 一个半小时: 1.5 hours
                 skip += 1
-            out.extend(_in_time_units(found, chunk[b + skip : b + skip + 2]))
+            out.extend(_in_next_units(amount, chunk[b + skip : b + skip + 2]))
+            if k + 1 < len(found) and _weekday(chunk, a) and _weekday(chunk, found[k + 1][0]):
+                out.extend(_inside_range(amount, chunk[b : found[k + 1][0]], found[k + 1][2]))
         for i in halves:
             # 半 starting a word: half of what follows (半年: 6 months, 半小时: 30 minutes).
             out.append(0.5)
-            out.extend(_in_time_units(0.5, chunk[i + 1 : i + 3]))
+            out.extend(_in_next_units(0.5, chunk[i + 1 : i + 3]))
     return out
 
 
-def _in_time_units(amount: float, after: str) -> list[float]:
-    """`amount` of the time unit `after` starts with, in the next smaller unit (两周: 14
-    days), and in the larger one where it divides (14天: 2 weeks)."""
+def _digits_before(text: str, end: int) -> float | None:
+    """The number written in digits (and a decimal point) just before `end`, else None."""
+    start = end
+    while start > 0 and (text[start - 1].isdigit() or text[start - 1] == "."):
+        start -= 1
+    return _arabic(text[start:end]) if start < end else None
+
+
+def _weekday(chunk: str, at: int) -> bool:
+    """Whether the numeral at `at` names a day of the week (周二, 星期六, 礼拜天)."""
+    return at > 0 and chunk[at - 1] in _WEEK_ENDS
+
+
+def _inside_range(low: float, between: str, high: float) -> list[float]:
+    """The whole numbers strictly between two days of the week joined as a range (周二至周日,
+    星期一到星期五: a range mark and at most the week's word between them): each day of it
+    is open, closed or served as the range says."""
+    if len(between) > 3 or not any(c in _RANGE_MARKS for c in between):
+        return []
+    if low != int(low) or high != int(high) or not 0 < high - low <= _RANGE_SPAN:
+        return []
+    return [float(v) for v in range(int(low) + 1, int(high))]
+
+
+def _in_next_units(amount: float, after: str) -> list[float]:
+    """`amount` of the unit `after` starts with, in the next smaller unit of its measure
+    (两周: 14 days, 6.8公里: 6800 metres), and in the larger one (14天: 2 weeks, 6800米:
+    6.8 kilometres) where that is a number one writes (two decimals at most)."""
     out = []
-    for larger, smaller, factor in _TIME_UNITS:
-        if after.startswith(larger) and amount < 100:
-            out.append(amount * factor)
+    for larger, smaller, factor in _UNIT_STEPS:
+        if after.startswith(larger):
+            if amount < 1000:
+                out.append(amount * factor)
         elif after.startswith(smaller) or after.startswith("个" + smaller):
-            if amount >= factor and amount % factor == 0:
-                out.append(amount / factor)
+            bigger = amount / factor
+            if bigger >= 0.5 and round(bigger, 2) == bigger:
+                out.append(bigger)
     return out
 
 
