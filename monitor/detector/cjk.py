@@ -506,6 +506,18 @@ def names(text: str) -> frozenset[str]:
     )
 
 
+# Segmenter tags of words that carry grammar, not content: conjunctions,
+# prepositions, particles, modal particles, interjections (而且, 按照, 的, 吧, 啊).
+_GRAMMAR_TAGS = frozenset("c p u uj ul uz ug uv ud y e".split())
+
+
+@_CachedShort
+def function_words(text: str) -> frozenset[str]:
+    """The words of `text` the segmenter reads as grammar there (`_GRAMMAR_TAGS`), in
+    Simplified characters."""
+    return frozenset(w for w, tag in segmenter().tag(simplified(text)) if tag in _GRAMMAR_TAGS)
+
+
 # Segmenter tags of nouns: common, place, direction and proper ones (n, nr, ns, nt, nz,
 # ng, nrt, nrfg; s a place word, f a direction word).
 _NOUN_TAGS = ("n", "s", "f")

@@ -5,7 +5,7 @@ permitted on the trails")."""
 from __future__ import annotations
 
 from monitor.detector.cjk import pairs as han_pairs
-from monitor.detector.cjk import segmenter
+from monitor.detector.cjk import function_words, segmenter
 from monitor.detector.embedding import Embedder
 from monitor.detector.sentences import Sentence
 from monitor.detector.text import (
@@ -169,12 +169,19 @@ def _han_content(sentence: Sentence) -> tuple[set[str], set[str], set[str]]:
     numbers = {n for n in sentence.numbers if n is not None}
     after_negator = False
     folded = sentence.folded
+    grammar = function_words(sentence.text)
     for i, (word, value) in enumerate(zip(folded, sentence.numbers, strict=True)):
         if is_negation(word) or word in NEGATIVE_POLARITY or _glued_negator(word):
             # 没有比它更高: a comparison ("none higher than it") negates no statement.
             after_negator = after_negator or i + 1 == len(folded) or folded[i + 1] != "比"
             continue
-        if value is not None or len(word) < 2 or not word.isalpha() or word in STOPWORDS:
+        if (
+            value is not None
+            or len(word) < 2
+            or not word.isalpha()
+            or word in STOPWORDS
+            or word in grammar
+        ):
             continue
         words.add(word)
         # A measure word after a number is the quantity's: 不能超过80公里 bounds the
