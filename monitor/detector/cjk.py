@@ -539,6 +539,8 @@ def nouns(text: str) -> frozenset[str]:
 _COMMON = 5_000
 _RARE_COUNT = 20
 _LOG_SPAN = math.log(_COMMON / _RARE_COUNT)
+# Below this count a dictionary word weighs as its rarest part where that is commoner.
+_COMPOUND_COUNT = 100
 
 
 @recurring_cache(4096)
@@ -551,7 +553,28 @@ def specificity(word: str) -> float:
         count = segmenter().suggest_freq(word)
     else:
         count = min(segmenter().suggest_freq(c) for c in word)
+    own = _by_count(count)
+    if len(word) > 1 and count < _COMPOUND_COUNT:
+        # A rare entry of the dictionary is often a compound of common words (每天晚上,
+        # 开瓶, 男子单打): as specific as its rarest part, not as a name.
+        return min(own, _by_parts(word))
+    return own
+
+
+def _by_count(count: int) -> float:
     return min(1.0, max(0.0, math.log(_COMMON / max(count, 1)) / _LOG_SPAN))
+
+
+def _by_parts(word: str) -> float:
+    """The specificity of a word's rarest part: the dictionary words inside it (the
+    segmenter's search cut: 每天 and 晚上 of 每天晚上) and the characters none covers."""
+    parts = [p for p in segmenter().cut_for_search(word, True) if len(p) < len(word)]
+    covered: set[int] = set()
+    for part in parts:
+        at = word.find(part)
+        covered.update(range(at, at + len(part)))
+    parts += [c for i, c in enumerate(word) if i not in covered]
+    return max(_by_count(segmenter().suggest_freq(p)) for p in parts)
 
 
 # A character the dictionary counts this often is a function morpheme (之, 以, 的, 了, 在):

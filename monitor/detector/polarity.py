@@ -217,7 +217,8 @@ def han_evidence(evidence: list[Sentence]) -> list[HanClause]:
 def han_flip(claim: Sentence, parsed: list[HanClause]) -> tuple[str, frozenset[str]] | None:
     """A Chinese claim clause that negates what the evidence clause restating it states, or
     states what it negates: the evidence clause and the flipped words. The evidence clause is
-    the one sharing most of the claim clause's content words and numbers (`han_evidence`);
+    the one sharing most of the claim clause's content words and numbers, a number first
+    where two share as much (`han_evidence`);
     the flip counts when the flipped words are stated on one side and negated on the other,
     and the clauses share something besides (a number, another word), or the flip is two
     words or more, or one of the clauses has at most two content words."""
@@ -230,10 +231,16 @@ def han_flip(claim: Sentence, parsed: list[HanClause]) -> tuple[str, frozenset[s
             continue
         best = None
         best_shared = 0
+        best_numbers = 0
         for other, pairs, (o_words, o_negated, o_numbers) in parsed:
-            shared = sum(_states(w, o_words, pairs) for w in words) + len(numbers & o_numbers)
-            if shared > best_shared:
-                best, best_shared = (other, pairs, o_words, o_negated, o_numbers), shared
+            same_numbers = len(numbers & o_numbers)
+            shared = sum(_states(w, o_words, pairs) for w in words) + same_numbers
+            # Of clauses sharing as much, the one sharing a number: a number (a day, an
+            # amount) says which fact the clause restates more than a word does (星期二不营业
+            # restates 周二公休, not 营业时间为每日…).
+            if shared > best_shared or (shared == best_shared and same_numbers > best_numbers):
+                best = (other, pairs, o_words, o_negated, o_numbers)
+                best_shared, best_numbers = shared, same_numbers
         if best is None:
             continue
         other, pairs, o_words, o_negated, o_numbers = best
