@@ -50,7 +50,12 @@ def probe_table(split: str, show_misses: bool = False) -> dict[str, dict[str, fl
 def _cpu(records: list[dict[str, object]]) -> float:
     # Every text parsed anew each pass, as a new record's are: the caches keyed by a whole
     # text (segmentation, a sentence's slots) are emptied; those of single words are kept.
-    for cached in (cjk._run_spans, cjk.names, cjk.simplified, slots.parse_sentence):
+    for cached in (
+        cjk._run_spans,
+        cjk.word_kinds,
+        cjk.simplified,
+        slots.parse_sentence,
+    ):
         cached.cache_clear()
     start = time.thread_time()
     for record in records:

@@ -411,7 +411,7 @@ def written_values(text: str) -> list[float]:
         chunk = run.group()
         if _FIRST in chunk[:-1]:
             out.append(1.0)
-        halves = {i for i, c in enumerate(chunk) if c == _HALF}
+        halves = set(_positions(chunk, _HALF))
         found: list[tuple[int, int, float]] = []
         digits = _digits_before(folded, run.start())
         if digits is not None:
@@ -426,8 +426,9 @@ def written_values(text: str) -> list[float]:
                 found.append((a, b, amount))
         found.extend(
             (i, i + 1, 7.0)
-            for i in range(1, len(chunk))
-            if chunk[i] in _SUNDAY and chunk[i - 1] in _WEEK_ENDS
+            for day in _SUNDAY
+            for i in _positions(chunk, day)
+            if i > 0 and chunk[i - 1] in _WEEK_ENDS
         )
         found.sort()
         for k, (a, b, amount) in enumerate(found):
@@ -454,6 +455,16 @@ def written_values(text: str) -> list[float]:
             # 半 starting a word: half of what follows (半年: 6 months, 半小时: 30 minutes).
             out.append(0.5)
             out.extend(_in_next_units(0.5, chunk[i + 1 : i + 3]))
+    return out
+
+
+def _positions(text: str, char: str) -> list[int]:
+    """Where `char` stands in `text` (the string's own search, not a loop over characters)."""
+    out = []
+    at = text.find(char)
+    while at >= 0:
+        out.append(at)
+        at = text.find(char, at + 1)
     return out
 
 
@@ -497,41 +508,44 @@ def _in_next_units(amount: float, after: str) -> list[float]:
     return out
 
 
-@_CachedShort
-def names(text: str) -> frozenset[str]:
-    """The words of `text` the segmenter reads as a person's, a place's or an
-    organisation's name there (a tag depends on the words around it)."""
-    return frozenset(
-        w for w, tag in segmenter().tag(simplified(text)) if tag in _NAME_TAGS and len(w) > 1
-    )
-
-
 # Segmenter tags of words that carry grammar, not content: conjunctions,
 # prepositions, particles, modal particles, interjections (而且, 按照, 的, 吧, 啊).
 _GRAMMAR_TAGS = frozenset("c p u uj ul uz ug uv ud y e".split())
-
-
-@_CachedShort
-def function_words(text: str) -> frozenset[str]:
-    """The words of `text` the segmenter reads as grammar there (`_GRAMMAR_TAGS`), in
-    Simplified characters."""
-    return frozenset(w for w, tag in segmenter().tag(simplified(text)) if tag in _GRAMMAR_TAGS)
-
-
 # Segmenter tags of nouns: common, place, direction and proper ones (n, nr, ns, nt, nz,
 # ng, nrt, nrfg; s a place word, f a direction word).
 _NOUN_TAGS = ("n", "s", "f")
 
 
 @_CachedShort
+def word_kinds(text: str) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    """The words of `text` the segmenter reads there (a tag depends on the words around
+    it) as names, as nouns and as grammar, in Simplified characters: one tagging of the
+    text for the three."""
+    found: tuple[list[str], list[str], list[str]] = ([], [], [])
+    for w, tag in segmenter().tag(simplified(text)):
+        if tag in _GRAMMAR_TAGS:
+            found[2].append(w)
+        elif len(w) > 1 and tag.startswith(_NOUN_TAGS):
+            found[1].append(w)
+            if tag in _NAME_TAGS:
+                found[0].append(w)
+    return frozenset(found[0]), frozenset(found[1]), frozenset(found[2])
+
+
+def names(text: str) -> frozenset[str]:
+    """The words of `text` the segmenter reads as a person's, a place's or an
+    organisation's name there."""
+    return word_kinds(text)[0]
+
+
 def nouns(text: str) -> frozenset[str]:
-    """The words of `text` the segmenter reads as nouns there (a tag depends on the words
-    around it)."""
-    return frozenset(
-        w
-        for w, tag in segmenter().tag(simplified(text))
-        if tag.startswith(_NOUN_TAGS) and len(w) > 1
-    )
+    """The words of `text` the segmenter reads as nouns there."""
+    return word_kinds(text)[1]
+
+
+def function_words(text: str) -> frozenset[str]:
+    """The words of `text` the segmenter reads as grammar there (`_GRAMMAR_TAGS`)."""
+    return word_kinds(text)[2]
 
 
 # Dictionary frequencies (jieba's counts) at which a word is as common as a function word

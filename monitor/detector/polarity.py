@@ -148,28 +148,56 @@ _HAN_NEGATORS = frozenset("不没沒未")
 _HAN_CLAUSE_ENDS = frozenset("，,；;：:、")
 
 
-def han_clauses(text: str) -> list[str]:
-    """A Chinese sentence cut at its clause punctuation (plain scanning)."""
-    out: list[str] = []
+def _clause_spans(text: str) -> list[tuple[int, int]]:
+    """Where a Chinese sentence's clauses lie, cut at its clause punctuation (plain scanning)."""
+    out: list[tuple[int, int]] = []
     start = 0
     for i, char in enumerate(text):
         if char in _HAN_CLAUSE_ENDS:
-            out.append(text[start:i])
+            out.append((start, i))
             start = i + 1
-    out.append(text[start:])
-    return [c for c in out if c.strip()]
+    out.append((start, len(text)))
+    return [(a, b) for a, b in out if text[a:b].strip()]
 
 
-def _han_content(sentence: Sentence) -> tuple[set[str], set[str], set[str]]:
-    """A Chinese clause's content words (two characters or more), the words a negator in it
-    applies to (every content word after it: the verb of a Chinese clause comes last, after
-    its coverb's object, 不对读者开放), and its numbers."""
+def han_clauses(sentence: Sentence) -> list[Sentence]:
+    """A parsed Chinese sentence's clauses, each with the sentence's tokens that lie in it:
+    punctuation ends every token, so a clause's tokens are those its own parse would give,
+    without cutting its text again."""
+    text = sentence.text
+    spans = _clause_spans(text)
+    parts: list[tuple[list[str], list[str], list[str | None]]] = [([], [], []) for _ in spans]
+    at = k = 0
+    for token, form, value in zip(sentence.raw, sentence.folded, sentence.numbers, strict=True):
+        found = text.find(token, at)
+        if found < 0:
+            # A token not written as such (a list marker's rest): parse each clause alone.
+            return [Sentence.parse(text[a:b]) for a, b in spans]
+        at = found + len(token)
+        while k + 1 < len(spans) and found >= spans[k][1]:
+            k += 1
+        raw, folded, numbers = parts[k]
+        raw.append(token)
+        folded.append(form)
+        numbers.append(value)
+    return [
+        Sentence(text[a:b], raw, folded, numbers)
+        for (a, b), (raw, folded, numbers) in zip(spans, parts, strict=True)
+    ]
+
+
+def _han_content(
+    sentence: Sentence, grammar: frozenset[str]
+) -> tuple[set[str], set[str], set[str]]:
+    """A Chinese clause's content words (two characters or more, not of `grammar`, the words
+    the segmenter reads as grammar in its sentence), the words a negator in it applies to
+    (every content word after it: the verb of a Chinese clause comes last, after its
+    coverb's object, 不对读者开放), and its numbers."""
     words: set[str] = set()
     negated: set[str] = set()
     numbers = {n for n in sentence.numbers if n is not None}
     after_negator = False
     folded = sentence.folded
-    grammar = function_words(sentence.text)
     for i, (word, value) in enumerate(zip(folded, sentence.numbers, strict=True)):
         if is_negation(word) or word in NEGATIVE_POLARITY or _glued_negator(word):
             # 没有比它更高: a comparison ("none higher than it") negates no statement.
@@ -207,11 +235,15 @@ HanClause = tuple[Sentence, set[str], tuple[set[str], set[str], set[str]]]
 def han_evidence(evidence: list[Sentence]) -> list[HanClause]:
     """The clauses of Chinese evidence sentences, each with its character pairs and its
     content (`_han_content`), read once for all the claims."""
-    return [
-        (p, han_pairs(p.text), _han_content(p))
-        for p in (Sentence.parse(c) for e in evidence for c in han_clauses(e.text))
-        if p.raw
-    ]
+    out: list[HanClause] = []
+    for sentence in evidence:
+        grammar = function_words(sentence.text)
+        out.extend(
+            (clause, han_pairs(clause.text), _han_content(clause, grammar))
+            for clause in han_clauses(sentence)
+            if clause.raw
+        )
+    return out
 
 
 def han_flip(claim: Sentence, parsed: list[HanClause]) -> tuple[str, frozenset[str]] | None:
@@ -222,11 +254,12 @@ def han_flip(claim: Sentence, parsed: list[HanClause]) -> tuple[str, frozenset[s
     the flip counts when the flipped words are stated on one side and negated on the other,
     and the clauses share something besides (a number, another word), or the flip is two
     words or more, or one of the clauses has at most two content words."""
-    for text in han_clauses(claim.text):
-        clause = Sentence.parse(text)
+    grammar = function_words(claim.text)
+    for clause in han_clauses(claim):
         if not clause.raw:
             continue
-        words, negated, numbers = _han_content(clause)
+        text = clause.text
+        words, negated, numbers = _han_content(clause, grammar)
         if not words:
             continue
         best = None
