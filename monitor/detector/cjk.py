@@ -371,11 +371,11 @@ def spans(text: str, other: re.Pattern[str]) -> list[tuple[int, int]]:
         found.extend(m.span() for m in other.finditer(text, at, run.start()))
         base = run.start()
         after_digit = base > 0 and text[base - 1].isdigit()
-        for start, end in _run_spans(run.group(), after_digit):
-            start, end = start + base, end + base
+        words = _run_spans(run.group(), after_digit)
+        if after_digit and words:
+            start, end = words[0][0] + base, words[0][1] + base
             if (
                 start == base
-                and after_digit
                 and found
                 and found[-1][1] == start
                 and text[found[-1][0]].isdigit()
@@ -392,6 +392,8 @@ def spans(text: str, other: re.Pattern[str]) -> list[tuple[int, int]]:
                     # 3千2百: the thousands and the hundreds of one number.
                     start = found.pop()[0]
             found.append((start, end))
+            words = words[1:]
+        found.extend([(a + base, b + base) for a, b in words])
         at = run.end()
     found.extend(m.span() for m in other.finditer(text, at))
     return found

@@ -26,6 +26,7 @@ from monitor.detector.polarity import (
     contradicts,
     han_evidence,
     han_flip,
+    may_negate,
     negated_words,
     restates,
     same_claim,
@@ -388,7 +389,7 @@ def _han_flips(
     done = {c.claim for c in found if c.decisive}
     chinese = [e for e in evidence if cjk.is_chinese(e.text)]
     out: list[Contradiction] = []
-    if not chinese:
+    if not chinese or not any(may_negate(s) for s in (*claims, *chinese)):
         return out
     clauses: list[HanClause] | None = None
     for claim, check in zip(claims, checks, strict=True):

@@ -219,6 +219,15 @@ def _han_content(
     return words, negated, numbers
 
 
+def may_negate(sentence: Sentence) -> bool:
+    """Whether a sentence holds a word that may negate (a negator, a word of negative
+    polarity, one starting with a negating character): where neither the answer nor its
+    context has one, no clause of either can negate the other."""
+    return any(
+        is_negation(w) or w in NEGATIVE_POLARITY or w[:1] in _HAN_NEGATORS for w in sentence.folded
+    )
+
+
 def _glued_negator(word: str) -> bool:
     """A negator the segmenter cut together with the next character into a word its
     dictionary lacks (不派 of 不派发)."""
