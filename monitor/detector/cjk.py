@@ -65,6 +65,9 @@ _UNIT_STEPS = (
     ("周", "天", 7), ("星期", "天", 7), ("礼拜", "天", 7), ("年", "月", 12), ("小时", "分", 60),
     ("公里", "米", 1000), ("公斤", "克", 1000), ("千克", "克", 1000), ("吨", "公斤", 1000),
 )  # fmt: skip
+# The first characters of those measure words (and of 个 before one), to pass over a
+# numeral followed by none at once.
+_UNIT_STARTS = frozenset({u[0] for step in _UNIT_STEPS for u in step[:2]} | {"个"})
 # The week's day written 日 or 天 (Sunday: 周日, 星期天, 礼拜天) after the week's words.
 _SUNDAY = frozenset("日天")
 _WEEK_ENDS = frozenset("周期拜")
@@ -285,6 +288,13 @@ def _numerals(run: str) -> list[tuple[int, int]]:
 
 
 @_CachedShort
+def _tagged(run: str) -> list[tuple[str, str]]:
+    """A run of Han characters cut into words, each with its tag, in Simplified
+    characters (what the spans, names, nouns and grammar words of a text read)."""
+    return list(segmenter().tag(simplified(run)))
+
+
+@_CachedShort
 def _run_spans(run: str, after_digit: bool) -> tuple[tuple[int, int], ...]:
     """The token spans of a run of Han characters: the segmenter's words, less the numbers,
     which are tokens of their own. A numeral is a number when the segmenter's word holding
@@ -292,7 +302,7 @@ def _run_spans(run: str, after_digit: bool) -> tuple[tuple[int, int], ...]:
     is no name (六人), or when it has several numeral characters (三亿人) or follows an
     Arabic digit (3万人); not a lone 一 nor an idiom of `_NOT_QUANTITIES` (十分重要), nor a
     numeral that starts a name (四川, 三明治) or stands inside a word (统一)."""
-    words = segmenter().tag(simplified(run))
+    words = _tagged(run)
     starts: list[int] = []
     at = 0
     for word, _ in words:
@@ -498,7 +508,9 @@ def _in_next_units(amount: float, after: str) -> list[float]:
     """`amount` of the unit `after` starts with, in the next smaller unit of its measure
     (两周: 14 days, 6.8公里: 6800 metres), and in the larger one (14天: 2 weeks, 6800米:
     6.8 kilometres) where that is a number one writes (two decimals at most)."""
-    out = []
+    out: list[float] = []
+    if after[:1] not in _UNIT_STARTS:
+        return out
     for larger, smaller, factor in _UNIT_STEPS:
         if after.startswith(larger):
             if amount < 1000:
@@ -524,7 +536,8 @@ def word_kinds(text: str) -> tuple[frozenset[str], frozenset[str], frozenset[str
     it) as names, as nouns and as grammar, in Simplified characters: one tagging of the
     text for the three."""
     found: tuple[list[str], list[str], list[str]] = ([], [], [])
-    for w, tag in segmenter().tag(simplified(text)):
+    tagged = (pair for run in _HAN_RUN.finditer(text) for pair in _tagged(run.group()))
+    for w, tag in tagged:
         if tag in _GRAMMAR_TAGS:
             found[2].append(w)
         elif len(w) > 1 and tag.startswith(_NOUN_TAGS):
