@@ -118,7 +118,7 @@ def test_a_traditional_answer_is_read_against_simplified_documents() -> None:
 
 
 def test_the_probe_has_its_splits_every_kind_and_paraphrased_faithful_answers() -> None:
-    assert len(probe_zh.DEV) >= 60 and len(probe_zh.HELDOUT) >= 30 and len(probe_zh.SEEN) == 16
+    assert len(probe_zh.DEV) >= 95 and len(probe_zh.HELDOUT) >= 30 and len(probe_zh.SEEN) == 16
     for split in probe_zh.ITEMS:
         records = probe_zh.build(split)
         kinds = {r["label"]["kind"] for r in records}  # type: ignore[index]
@@ -135,15 +135,15 @@ def test_the_probe_has_its_splits_every_kind_and_paraphrased_faithful_answers() 
 # The held-out split as measured once the detector was done (docs/quality.md): bars, not
 # targets, so that a change losing what it catches fails here.
 HELDOUT_FAITHFUL = 0.20
-HELDOUT_ERRORS = 0.84
+HELDOUT_ERRORS = 0.87
 
 
 def test_the_probe_scores_at_the_bars_docs_quality_states() -> None:
     """The figures docs/quality.md gives (every split at the shipped threshold): a change
     that loses planted errors or fails more faithful answers fails here."""
     table = probe_zh.failing_shares("all")
-    assert table["dev"]["faithful"] <= 0.05
-    assert table["dev"]["all errors"] >= 0.86
+    assert table["dev"]["faithful"] <= 0.04
+    assert table["dev"]["all errors"] >= 0.85
     assert table["heldout"]["faithful"] <= HELDOUT_FAITHFUL
     assert table["heldout"]["all errors"] >= HELDOUT_ERRORS
     # The first round's held-out half, and its development half: their first bars kept.
