@@ -51,7 +51,16 @@ _UNITS = {"十": 10, "拾": 10, "百": 100, "佰": 100, "千": 1000, "仟": 1000
 _SCALES = {"万": 10_000, "萬": 10_000, "亿": 100_000_000, "億": 100_000_000}
 _POINTS = frozenset("点點")
 # The unit below each unit or scale: what a last digit written straight after it counts.
-_NEXT_LOWER = {"百": 10, "佰": 10, "千": 100, "仟": 100, "万": 1000, "萬": 1000, "亿": 10**7, "億": 10**7}
+_NEXT_LOWER = {
+    "百": 10,
+    "佰": 10,
+    "千": 100,
+    "仟": 100,
+    "万": 1000,
+    "萬": 1000,
+    "亿": 10**7,
+    "億": 10**7,
+}
 # Tenths of a whole (六成: 60 per cent; 七折: 70 per cent of the price), after a numeral
 # the segmenter reads as one numeral word with them.
 _TENTHS = frozenset("成折")
@@ -616,7 +625,10 @@ def function_morphemes(word: str, other: str) -> bool:
     (之前 and 以前 both "before"; 南部 and 西部 differ in content)."""
     return all(
         a == b
-        or (segmenter().suggest_freq(a) >= _FUNCTION_COUNT and segmenter().suggest_freq(b) >= _FUNCTION_COUNT)
+        or (
+            segmenter().suggest_freq(a) >= _FUNCTION_COUNT
+            and segmenter().suggest_freq(b) >= _FUNCTION_COUNT
+        )
         for a, b in zip(word, other, strict=True)
     )
 

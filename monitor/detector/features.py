@@ -187,7 +187,9 @@ def _check(sentence: Sentence, context: Support, question: Support) -> SentenceC
         negated=negated,
         abstains=bool(_ABSTAIN.search(sentence.text) and _CONTEXT_REFERENCE.search(sentence.text)),
         bigrams=len(pairs),
-        novel_bigrams=sum(1 for b in pairs if b not in context.bigrams and not _both_backed(b, context)),
+        novel_bigrams=sum(
+            1 for b in pairs if b not in context.bigrams and not _both_backed(b, context)
+        ),
         converted=converted,
     )
 
@@ -199,7 +201,10 @@ def _both_backed(bigram: tuple[str, str], context: Support) -> bool:
     neighbours, so a pair of backed words read as new would count a paraphrase's order."""
     if not context.han_pairs or not any(is_han(w[0]) for w in bigram):
         return False
-    return all(w in context.numbers if w[0].isdigit() else is_han(w[0]) and context.has_word(w) for w in bigram)
+    return all(
+        w in context.numbers if w[0].isdigit() else is_han(w[0]) and context.has_word(w)
+        for w in bigram
+    )
 
 
 def _novel(word: str, han_chars: set[str]) -> bool:

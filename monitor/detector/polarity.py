@@ -4,8 +4,8 @@ permitted on the trails")."""
 
 from __future__ import annotations
 
-from monitor.detector.cjk import pairs as han_pairs
 from monitor.detector.cjk import function_words, segmenter
+from monitor.detector.cjk import pairs as han_pairs
 from monitor.detector.embedding import Embedder
 from monitor.detector.sentences import Sentence
 from monitor.detector.text import (
