@@ -129,14 +129,15 @@ def weakest_pairs(checks: list[SentenceCheck], limit: int = PAIRS) -> tuple[tupl
 def clause_factor(checks: list[SentenceCheck]) -> float:
     """Each invented clause takes a share of the score: an otherwise well-supported answer
     keeps a passing score, a doubtful one with an invented claim fails."""
-    factor = 1.0
-    for check in checks:
-        for clause, thin in check.invented:
-            if thin:
-                factor *= THIN_CLAUSE
-            else:
-                factor *= HAN_UNSUPPORTED_CLAUSE if is_chinese(clause) else UNSUPPORTED_CLAUSE
-    return factor
+    kinds = [thin for s in checks for _, thin in s.invented]
+    chinese = sum(
+        1 for s in checks for clause, thin in s.invented if not thin and is_chinese(clause)
+    )
+    return float(
+        UNSUPPORTED_CLAUSE ** (kinds.count(False) - chinese)
+        * THIN_CLAUSE ** kinds.count(True)
+        * HAN_UNSUPPORTED_CLAUSE**chinese
+    )
 
 
 def first_stage(query: str, contexts: list[str], response: str) -> FirstStage:
