@@ -9,7 +9,8 @@ held-out split is for the report). `--cpu` scores every probe record and its Eng
 counterpart of the family probe (`training/probe_families.py`, the same number of records)
 several times on one thread and prints each language's thread CPU per record and their
 ratio (least of five interleaved passes, so other load on the machine moves it little;
-each pass parses every text anew).
+each pass parses every text anew; each record scored as the evaluator scores it, its texts
+cut once for all the checks).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness import bench_smoke  # noqa: E402
 from monitor.detector import cjk, score_groundedness, slots  # noqa: E402
 from monitor.detector.groundedness import GroundednessVerdict  # noqa: E402
+from monitor.detector.text import shared_work  # noqa: E402
 from monitor.evaluators.local import LocalGroundedness  # noqa: E402
 from training import probe_families, probe_zh  # noqa: E402
 
@@ -38,7 +40,10 @@ _PASSES = 5
 
 def _verdict(record: dict[str, object]) -> GroundednessVerdict:
     context = [str(c["content"]) for c in record["retrieved_context"]]  # type: ignore[attr-defined]
-    return score_groundedness(str(record["request"]), context, str(record["response"]))
+    # As the evaluator scores a record: its texts cut and split once for every check
+    # (`shared_work`, keyed by the record).
+    with shared_work(record):
+        return score_groundedness(str(record["request"]), context, str(record["response"]))
 
 
 def probe_table(split: str, show_misses: bool = False) -> dict[str, dict[str, float]]:
@@ -50,7 +55,13 @@ def probe_table(split: str, show_misses: bool = False) -> dict[str, dict[str, fl
 def _cpu(records: list[dict[str, object]]) -> float:
     # Every text parsed anew each pass, as a new record's are: the caches keyed by a whole
     # text (segmentation, a sentence's slots) are emptied; those of single words are kept.
-    for cached in (cjk._run_spans, cjk.names, cjk.simplified, slots.parse_sentence):
+    for cached in (
+        cjk._tagged,
+        cjk._run_spans,
+        cjk.word_kinds,
+        cjk.simplified,
+        slots.parse_sentence,
+    ):
         cached.cache_clear()
     start = time.thread_time()
     for record in records:

@@ -50,6 +50,39 @@ _DIGITS = {
 _UNITS = {"十": 10, "拾": 10, "百": 100, "佰": 100, "千": 1000, "仟": 1000}
 _SCALES = {"万": 10_000, "萬": 10_000, "亿": 100_000_000, "億": 100_000_000}
 _POINTS = frozenset("点點")
+# The unit below each unit or scale: what a last digit written straight after it counts.
+_NEXT_LOWER = {
+    "百": 10,
+    "佰": 10,
+    "千": 100,
+    "仟": 100,
+    "万": 1000,
+    "萬": 1000,
+    "亿": 10**7,
+    "億": 10**7,
+}
+# Tenths of a whole (六成: 60 per cent; 七折: 70 per cent of the price), after a numeral
+# the segmenter reads as one numeral word with them.
+_TENTHS = frozenset("成折")
+# 半 "half": after a numeral and a measure word (一个半: 1.5), after an hour (六点半:
+# half past six), or starting a word (半年: half a year).
+_HALF = "半"
+# Measure words of time, length and weight, each with the next smaller one and how many
+# of it it holds: a context's 两周 supports a claim's 14天, its 半年 a claim's 6个月, its
+# 六千八百米 a claim's 6.8公里.
+_UNIT_STEPS = (
+    ("周", "天", 7), ("星期", "天", 7), ("礼拜", "天", 7), ("年", "月", 12), ("小时", "分", 60),
+    ("公里", "米", 1000), ("公斤", "克", 1000), ("千克", "克", 1000), ("吨", "公斤", 1000),
+)  # fmt: skip
+# The first characters of those measure words (and of 个 before one), to pass over a
+# numeral followed by none at once.
+_UNIT_STARTS = frozenset({u[0] for step in _UNIT_STEPS for u in step[:2]} | {"个"})
+# The week's day written 日 or 天 (Sunday: 周日, 星期天, 礼拜天) after the week's words.
+_SUNDAY = frozenset("日天")
+_WEEK_ENDS = frozenset("周期拜")
+# Range marks (至, 到: "to") and the widest range of days.
+_RANGE_MARKS = frozenset("至到")
+_RANGE_SPAN = 6
 _NUMERAL = frozenset(_DIGITS) | frozenset(_UNITS) | frozenset(_SCALES)
 _ORDINAL = "第"
 # The other ordinal prefix, of "first" only (首次, 首批: 第一次, 第一批).
@@ -61,8 +94,9 @@ _PERCENT = "百分之"
 _NOT_QUANTITIES = frozenset("十分 千万 万一 一一 万万 千千万万".split())
 # Segmenter tags of a numeral or a time word: only there is a numeral prefix a number.
 _NUMERAL_TAGS = frozenset("m mq q t".split())
-# Segmenter tags of a person, a place, an organisation.
-_NAME_TAGS = frozenset("nr nrt nrfg ns nt".split())
+# Segmenter tags of a person, a place, an organisation, another proper noun (nz: a given
+# name the segmenter cut from its surname, 罗 / 振华).
+_NAME_TAGS = frozenset("nr nrt nrfg ns nt nz".split())
 # Sentence ends of Chinese and Japanese text (full-width).
 _STOPS = frozenset("。！？!?")
 _CLOSERS = frozenset("”’」』）)")
@@ -138,6 +172,14 @@ def numeral_start(token: str) -> bool:
     return first > "\u2fff" and (first in _NUMERAL or first == _ORDINAL or first == "百")
 
 
+def is_pair_word(token: str) -> bool:
+    """Whether a numeral token is a lone 两 ("both", "a couple" as much as "two")."""
+    return token in _PAIR
+
+
+_PAIR = frozenset("两兩")
+
+
 def _arabic(text: str) -> float | None:
     """An Arabic (ASCII or full-width) decimal number, else None."""
     try:
@@ -161,6 +203,12 @@ def _whole(text: str) -> float | None:
     current: float | None = None
     i = 0
     n = len(text)
+    last = text[-1]
+    if n > 2 and last in _DIGITS and _DIGITS[last] and text[-2] in _NEXT_LOWER:
+        # A last digit straight after a unit counts in the unit below it (二百五 is 250,
+        # 三千二 3200, 一万二 12000); after 零 it is a digit of its own (三千零二: 3002).
+        head = _whole(text[:-1])
+        return None if head is None else head + _DIGITS[last] * _NEXT_LOWER[text[-2]]
     while i < n:
         c = text[i]
         if c.isdigit() or c == ".":
@@ -198,6 +246,12 @@ def value(token: str) -> float | None:
     the idioms of `_NOT_QUANTITIES` are words."""
     if token in _NOT_QUANTITIES or token == "一":
         return None
+    if len(token) > 1 and token[-1] in _TENTHS:
+        # 六成 (60 per cent), 七折 (70 per cent of the price), 七五折 (75).
+        tenths = _whole(token[:-1])
+        if tenths is None:
+            return None
+        return tenths * 10 if len(token) == 2 else tenths
     text = token.removeprefix(_ORDINAL).removeprefix(_PERCENT)
     for point in _POINTS:
         if point in text:
@@ -243,6 +297,13 @@ def _numerals(run: str) -> list[tuple[int, int]]:
 
 
 @_CachedShort
+def _tagged(run: str) -> list[tuple[str, str]]:
+    """A run of Han characters cut into words, each with its tag, in Simplified
+    characters (what the spans, names, nouns and grammar words of a text read)."""
+    return list(segmenter().tag(simplified(run)))
+
+
+@_CachedShort
 def _run_spans(run: str, after_digit: bool) -> tuple[tuple[int, int], ...]:
     """The token spans of a run of Han characters: the segmenter's words, less the numbers,
     which are tokens of their own. A numeral is a number when the segmenter's word holding
@@ -250,7 +311,7 @@ def _run_spans(run: str, after_digit: bool) -> tuple[tuple[int, int], ...]:
     is no name (六人), or when it has several numeral characters (三亿人) or follows an
     Arabic digit (3万人); not a lone 一 nor an idiom of `_NOT_QUANTITIES` (十分重要), nor a
     numeral that starts a name (四川, 三明治) or stands inside a word (统一)."""
-    words = segmenter().tag(simplified(run))
+    words = _tagged(run)
     starts: list[int] = []
     at = 0
     for word, _ in words:
@@ -269,21 +330,34 @@ def _run_spans(run: str, after_digit: bool) -> tuple[tuple[int, int], ...]:
             b = starts[last]
         k = owner[a]
         word, tag = words[k]
+        if (
+            b < len(run)
+            and run[b] in _TENTHS
+            and starts[last] == a
+            and starts[last] + len(words[last][0]) == b + 1
+        ):
+            # The segmenter reads 六成 / 七折 as one numeral word: tenths of a whole.
+            b += 1
         numeral = run[a:b]
         inside = a <= starts[k] and starts[k] + len(word) <= b
+        # After an Arabic digit a numeral is its scale whatever else it may spell (1.5千万:
+        # fifteen million, not 千万 "by all means").
+        scale_of_digit = after_digit and a == 0 and _whole(numeral) is not None
         numeric = (
-            tag in _NUMERAL_TAGS
+            scale_of_digit
+            or tag in _NUMERAL_TAGS
             or inside
             or len(numeral.removeprefix(_ORDINAL)) > 1
             or (after_digit and a == 0)
             # A word that starts with the numeral and names nothing: a count of what
             # follows (六人, 两国), cut as one word or not (六个人).
-            or (a == starts[k] and tag not in _NAME_TAGS and tag != "nz")
+            or (a == starts[k] and tag not in _NAME_TAGS)
         )
         # After a digit a numeral is its scale (3万人), unless it starts a longer measure
         # word (75千瓦时, 3千米: kilowatt hours, kilometres).
         unit_word = after_digit and a == 0 and tag == "q" and len(word) > b - a
-        if numeric and not unit_word and word not in _NOT_QUANTITIES and value(numeral) is not None:
+        quantity = scale_of_digit or (word not in _NOT_QUANTITIES and value(numeral) is not None)
+        if numeric and not unit_word and quantity:
             number_end[a] = b
             in_number.update(range(a, b))
     out: list[tuple[int, int]] = []
@@ -316,11 +390,11 @@ def spans(text: str, other: re.Pattern[str]) -> list[tuple[int, int]]:
         found.extend(m.span() for m in other.finditer(text, at, run.start()))
         base = run.start()
         after_digit = base > 0 and text[base - 1].isdigit()
-        for start, end in _run_spans(run.group(), after_digit):
-            start, end = start + base, end + base
+        words = _run_spans(run.group(), after_digit)
+        if after_digit and words:
+            start, end = words[0][0] + base, words[0][1] + base
             if (
                 start == base
-                and after_digit
                 and found
                 and found[-1][1] == start
                 and text[found[-1][0]].isdigit()
@@ -337,6 +411,8 @@ def spans(text: str, other: re.Pattern[str]) -> list[tuple[int, int]]:
                     # 3千2百: the thousands and the hundreds of one number.
                     start = found.pop()[0]
             found.append((start, end))
+            words = words[1:]
+        found.extend([(a + base, b + base) for a, b in words])
         at = run.end()
     found.extend(m.span() for m in other.finditer(text, at))
     return found
@@ -345,55 +421,155 @@ def spans(text: str, other: re.Pattern[str]) -> list[tuple[int, int]]:
 def written_values(text: str) -> list[float]:
     """The values of every numeral written in `text`, inside words too (周三, 晚十点: the
     segmenter keeps them in a word), 1 for a lone 一 before a word (一枚: "a" and "one")
-    and for the ordinal prefix 首 ("first": 首批, 首次, as 第一), and an hour of the clock also as the afternoon's (六点: 18 o'clock): what a
-    context supports, read generously, since a claim's number is checked against it."""
+    and for the ordinal prefix 首 ("first": 首批, 首次, as 第一), 7 for the week's day 日/天
+    (周日, 星期天), an hour of the clock also as the afternoon's (六点: 18 o'clock), the
+    days inside a range of the week's days (周二至周日), and an amount in the next unit of
+    its measure (`_UNIT_STEPS`): what a context supports, read generously, since a claim's
+    number is checked against it."""
     out: list[float] = []
-    for run in _HAN_RUN.finditer(text):
+    folded = simplified(text)
+    for run in _HAN_RUN.finditer(folded):
         chunk = run.group()
         if _FIRST in chunk[:-1]:
             out.append(1.0)
+        halves = set(_positions(chunk, _HALF))
+        found: list[tuple[int, int, float]] = []
+        digits = _digits_before(folded, run.start())
+        if digits is not None:
+            # 6800米, 3个半小时: the run's measure word follows a number in digits.
+            found.append((0, 0, digits))
         for a, b in _numerals(chunk):
             numeral = chunk[a:b]
-            found = value(numeral)
-            if found is None and numeral == "一" and b < len(chunk):
-                found = 1.0
-            if found is None:
-                continue
-            out.append(found)
-            if (
-                b < len(chunk)
-                and chunk[b] in _POINTS
-                and 0 < found <= 12
-                and a > 0
-                and chunk[a - 1] in _AFTERNOON
-            ):
-                out.append(found + 12)
+            amount = value(numeral)
+            if amount is None and numeral == "一" and b < len(chunk):
+                amount = 1.0
+            if amount is not None:
+                found.append((a, b, amount))
+        found.extend(
+            (i, i + 1, 7.0)
+            for day in _SUNDAY
+            for i in _positions(chunk, day)
+            if i > 0 and chunk[i - 1] in _WEEK_ENDS
+        )
+        found.sort()
+        for k, (a, b, amount) in enumerate(found):
+            out.append(amount)
+            after = chunk[b : b + 3]
+            if after[:1] in _POINTS and 0 < amount <= 12 and a > 0 and chunk[a - 1] in _AFTERNOON:
+                out.append(amount + 12)
+            if after[:1] in _POINTS and after[1:2] == _HALF:
+                out.append(30.0)  # 六点半: half past six, 6点30分
+                halves.discard(b + 1)
+            elif after[:1] in _TENTHS and b - a == 1:
+                out.append(amount * 10)  # 三成: 30 per cent
+            # A measure word may stand between a numeral and 半 or a unit (一个半, 两个星期).
+            skip = 1 if after[:1] == "个" else 0
+            if after[skip : skip + 1] == _HALF:
+                halves.discard(b + skip)
+                amount += 0.5
+                out.append(amount)  # 一个半小时: 1.5 hours
+                skip += 1
+            out.extend(_in_next_units(amount, chunk[b + skip : b + skip + 2]))
+            if k + 1 < len(found) and _weekday(chunk, a) and _weekday(chunk, found[k + 1][0]):
+                out.extend(_inside_range(amount, chunk[b : found[k + 1][0]], found[k + 1][2]))
+        for i in halves:
+            # 半 starting a word: half of what follows (半年: 6 months, 半小时: 30 minutes).
+            out.append(0.5)
+            out.extend(_in_next_units(0.5, chunk[i + 1 : i + 3]))
     return out
 
 
-@_CachedShort
-def names(text: str) -> frozenset[str]:
-    """The words of `text` the segmenter reads as a person's, a place's or an
-    organisation's name there (a tag depends on the words around it)."""
-    return frozenset(
-        w for w, tag in segmenter().tag(simplified(text)) if tag in _NAME_TAGS and len(w) > 1
-    )
+def _positions(text: str, char: str) -> list[int]:
+    """Where `char` stands in `text` (the string's own search, not a loop over characters)."""
+    out = []
+    at = text.find(char)
+    while at >= 0:
+        out.append(at)
+        at = text.find(char, at + 1)
+    return out
 
 
+def _digits_before(text: str, end: int) -> float | None:
+    """The number written in digits (and a decimal point) just before `end`, else None."""
+    start = end
+    while start > 0 and (text[start - 1].isdigit() or text[start - 1] == "."):
+        start -= 1
+    return _arabic(text[start:end]) if start < end else None
+
+
+def _weekday(chunk: str, at: int) -> bool:
+    """Whether the numeral at `at` names a day of the week (周二, 星期六, 礼拜天)."""
+    return at > 0 and chunk[at - 1] in _WEEK_ENDS
+
+
+def _inside_range(low: float, between: str, high: float) -> list[float]:
+    """The whole numbers strictly between two days of the week joined as a range (周二至周日,
+    星期一到星期五: a range mark and at most the week's word between them): each day of it
+    is open, closed or served as the range says."""
+    if len(between) > 3 or not any(c in _RANGE_MARKS for c in between):
+        return []
+    if low != int(low) or high != int(high) or not 0 < high - low <= _RANGE_SPAN:
+        return []
+    return [float(v) for v in range(int(low) + 1, int(high))]
+
+
+def _in_next_units(amount: float, after: str) -> list[float]:
+    """`amount` of the unit `after` starts with, in the next smaller unit of its measure
+    (两周: 14 days, 6.8公里: 6800 metres), and in the larger one (14天: 2 weeks, 6800米:
+    6.8 kilometres) where that is a number one writes (two decimals at most)."""
+    out: list[float] = []
+    if after[:1] not in _UNIT_STARTS:
+        return out
+    for larger, smaller, factor in _UNIT_STEPS:
+        if after.startswith(larger):
+            if amount < 1000:
+                out.append(amount * factor)
+        elif after.startswith(smaller) or after.startswith("个" + smaller):
+            bigger = amount / factor
+            if bigger >= 0.5 and round(bigger, 2) == bigger:
+                out.append(bigger)
+    return out
+
+
+# Segmenter tags of words that carry grammar, not content: conjunctions,
+# prepositions, particles, modal particles, interjections (而且, 按照, 的, 吧, 啊).
+_GRAMMAR_TAGS = frozenset("c p u uj ul uz ug uv ud y e".split())
 # Segmenter tags of nouns: common, place, direction and proper ones (n, nr, ns, nt, nz,
 # ng, nrt, nrfg; s a place word, f a direction word).
 _NOUN_TAGS = ("n", "s", "f")
 
 
 @_CachedShort
+def word_kinds(text: str) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    """The words of `text` the segmenter reads there (a tag depends on the words around
+    it) as names, as nouns and as grammar, in Simplified characters: one tagging of the
+    text for the three."""
+    found: tuple[list[str], list[str], list[str]] = ([], [], [])
+    tagged = (pair for run in _HAN_RUN.finditer(text) for pair in _tagged(run.group()))
+    for w, tag in tagged:
+        if tag in _GRAMMAR_TAGS:
+            found[2].append(w)
+        elif len(w) > 1 and tag.startswith(_NOUN_TAGS):
+            found[1].append(w)
+            if tag in _NAME_TAGS:
+                found[0].append(w)
+    return frozenset(found[0]), frozenset(found[1]), frozenset(found[2])
+
+
+def names(text: str) -> frozenset[str]:
+    """The words of `text` the segmenter reads as a person's, a place's or an
+    organisation's name there."""
+    return word_kinds(text)[0]
+
+
 def nouns(text: str) -> frozenset[str]:
-    """The words of `text` the segmenter reads as nouns there (a tag depends on the words
-    around it)."""
-    return frozenset(
-        w
-        for w, tag in segmenter().tag(simplified(text))
-        if tag.startswith(_NOUN_TAGS) and len(w) > 1
-    )
+    """The words of `text` the segmenter reads as nouns there."""
+    return word_kinds(text)[1]
+
+
+def function_words(text: str) -> frozenset[str]:
+    """The words of `text` the segmenter reads as grammar there (`_GRAMMAR_TAGS`)."""
+    return word_kinds(text)[2]
 
 
 # Dictionary frequencies (jieba's counts) at which a word is as common as a function word
@@ -401,6 +577,8 @@ def nouns(text: str) -> frozenset[str]:
 _COMMON = 5_000
 _RARE_COUNT = 20
 _LOG_SPAN = math.log(_COMMON / _RARE_COUNT)
+# Below this count a dictionary word weighs as its rarest part where that is commoner.
+_COMPOUND_COUNT = 100
 
 
 @recurring_cache(4096)
@@ -413,7 +591,46 @@ def specificity(word: str) -> float:
         count = segmenter().suggest_freq(word)
     else:
         count = min(segmenter().suggest_freq(c) for c in word)
+    own = _by_count(count)
+    if len(word) > 1 and count < _COMPOUND_COUNT:
+        # A rare entry of the dictionary is often a compound of common words (每天晚上,
+        # 开瓶, 男子单打): as specific as its rarest part, not as a name.
+        return min(own, _by_parts(word))
+    return own
+
+
+def _by_count(count: int) -> float:
     return min(1.0, max(0.0, math.log(_COMMON / max(count, 1)) / _LOG_SPAN))
+
+
+def _by_parts(word: str) -> float:
+    """The specificity of a word's rarest part: the dictionary words inside it (the
+    segmenter's search cut: 每天 and 晚上 of 每天晚上) and the characters none covers."""
+    parts = [p for p in segmenter().cut_for_search(word, True) if len(p) < len(word)]
+    covered: set[int] = set()
+    for part in parts:
+        at = word.find(part)
+        covered.update(range(at, at + len(part)))
+    parts += [c for i, c in enumerate(word) if i not in covered]
+    return max(_by_count(segmenter().suggest_freq(p)) for p in parts)
+
+
+# A character the dictionary counts this often is a function morpheme (之, 以, 的, 了, 在):
+# words that differ only in such characters are one word written two ways.
+_FUNCTION_COUNT = 100_000
+
+
+def function_morphemes(word: str, other: str) -> bool:
+    """Whether two words of one length differ only where both write a function morpheme
+    (之前 and 以前 both "before"; 南部 and 西部 differ in content)."""
+    return all(
+        a == b
+        or (
+            segmenter().suggest_freq(a) >= _FUNCTION_COUNT
+            and segmenter().suggest_freq(b) >= _FUNCTION_COUNT
+        )
+        for a, b in zip(word, other, strict=True)
+    )
 
 
 def pairs(text: str) -> set[str]:

@@ -39,6 +39,10 @@ _CLAUSE_SUPPORTED = 1
 _THIN_WORDS = 2
 _THIN_WEIGHT = 1.2
 _THIN_SUPPORTED = 2
+# A Chinese clause of this many missing words and none the context backs (one more for
+# its one backed word) is invented however common its words and whatever characters they
+# share with the context: a paraphrase keeps some words of what it restates.
+_HAN_UNBACKED = 4
 # A candidate clause this close (word-vector bags) to a context sentence restates it.
 _RESTATED_CLAUSE = 0.55
 
@@ -75,11 +79,13 @@ def _clauses(check: SentenceCheck) -> list[tuple[str, float, int, int]]:
             else:
                 supported += 1
         if (
-            missing >= _THIN_WORDS
-            and novel == missing
-            and supported <= _CLAUSE_SUPPORTED
-            and not negated
-        ):
+            (missing >= _THIN_WORDS and novel == missing and supported <= _CLAUSE_SUPPORTED)
+            or (
+                supported <= _CLAUSE_SUPPORTED
+                and missing >= _HAN_UNBACKED + supported
+                and is_chinese(clause)
+            )
+        ) and not negated:
             # A Chinese clause none of whose missing words shares a character with the
             # context: a topic of its own, however common its words (主要来自海外市场).
             # Not a negated one: it restates a fact by what no longer holds (不再需要人工看守

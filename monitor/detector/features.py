@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from monitor.detector import cjk, contradiction, slots, substitution
+from monitor.detector.cjk import is_han
 from monitor.detector.clauses import find_invented
 from monitor.detector.contradiction import Contradiction
 from monitor.detector.embedding import Embedder
@@ -25,6 +26,7 @@ from monitor.detector.polarity import (
     contradicts,
     han_evidence,
     han_flip,
+    may_negate,
     negated_words,
     restates,
     same_claim,
@@ -185,8 +187,23 @@ def _check(sentence: Sentence, context: Support, question: Support) -> SentenceC
         negated=negated,
         abstains=bool(_ABSTAIN.search(sentence.text) and _CONTEXT_REFERENCE.search(sentence.text)),
         bigrams=len(pairs),
-        novel_bigrams=sum(1 for b in pairs if b not in context.bigrams),
+        novel_bigrams=sum(
+            1 for b in pairs if b not in context.bigrams and not _both_backed(b, context)
+        ),
         converted=converted,
+    )
+
+
+def _both_backed(bigram: tuple[str, str], context: Support) -> bool:
+    """Whether two neighbouring Chinese words (or a number next to one) are both in the
+    context: Chinese word order moves freely with topic and comment (这家店的面包七欧元 /
+    面包每个售价七欧元), and the segmenter cuts the same characters otherwise by their
+    neighbours, so a pair of backed words read as new would count a paraphrase's order."""
+    if not context.han_pairs or not any(is_han(w[0]) for w in bigram):
+        return False
+    return all(
+        w in context.numbers if w[0].isdigit() else is_han(w[0]) and context.has_word(w)
+        for w in bigram
     )
 
 
@@ -333,6 +350,7 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
             check.far = list(check.unsupported)
             check.soft_unsupported = check.rare_unsupported = len(check.unsupported)
             check.specific_unsupported = float(len(check.unsupported))
+    contradictions += _han_numbers(claims, checks, contradictions)
     contradictions += _han_flips(claims, checks, evidence, contradictions)
     contradictions += _han_kinds(claims, checks, evidence)
     find_invented(checks, evidence_vectors, embedder)
@@ -341,6 +359,27 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
     invented = [c for c in contradictions if c.invented and c.kind != "negation"]
     summary = np.concatenate([summarise(checks), [len(contradictions), len(strong), len(invented)]])
     return Analysis(features=summary, sentences=checks, contradictions=contradictions)
+
+
+def _han_numbers(
+    claims: list[Sentence], checks: list[SentenceCheck], found: list[Contradiction]
+) -> list[Contradiction]:
+    """Chinese claims stating a number (a quantity, a year, a day) that neither the context
+    nor the question writes in any form: the numerals are read by their grammar and the
+    context's generously (`cjk.written_values`), so what is left is a value of the
+    answer's own. Not a lone 两 before a measure word ("both", "a couple": 两站 for the
+    two stations a context names)."""
+    done = {c.claim for c in found if c.decisive or c.invented}
+    out = []
+    for claim, check in zip(claims, checks, strict=True):
+        if check.abstains or claim.text in done or not cjk.is_chinese(claim.text):
+            continue
+        invented = [n for n in check.unsupported_numbers if not cjk.is_pair_word(n)]
+        if invented:
+            out.append(
+                Contradiction("number", invented[0], check.evidence, claim.text, decisive=False)
+            )
+    return out
 
 
 def _han_flips(
@@ -355,7 +394,7 @@ def _han_flips(
     done = {c.claim for c in found if c.decisive}
     chinese = [e for e in evidence if cjk.is_chinese(e.text)]
     out: list[Contradiction] = []
-    if not chinese:
+    if not chinese or not any(may_negate(s) for s in (*claims, *chinese)):
         return out
     clauses: list[HanClause] | None = None
     for claim, check in zip(claims, checks, strict=True):
@@ -407,6 +446,7 @@ def _han_kind(words: list[str], far: set[str], evidence: list[Sentence]) -> tupl
                     or other == word
                     or other[-1] != word[-1]
                     or other in words
+                    or cjk.function_morphemes(word, other)
                 ):
                     continue
                 if k not in nouns:

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from monitor.detector.cjk import is_chinese, is_han
 from monitor.detector.contradiction import Contradiction
 from monitor.detector.embedding import shared_embedder
 from monitor.detector.features import FEATURE_NAMES, analyse
@@ -42,6 +43,10 @@ UNSUPPORTED_NAME = 0.2
 # explanation lists) applies to the score, and a thinner one (half its words missing).
 UNSUPPORTED_CLAUSE = 0.7
 THIN_CLAUSE = 0.8
+# The factor of a clause invented in Chinese: the model's counts, fitted on English, leave a
+# faithful Chinese answer nearer the threshold (a paraphrase reorders and recuts its
+# words), so the clause takes more (chosen on the Chinese probe's development split).
+HAN_UNSUPPORTED_CLAUSE = 0.6
 # Response sentences the second stage reads (the least supported ones first).
 PAIRS = 2
 
@@ -140,7 +145,14 @@ def clause_factor(checks: list[SentenceCheck]) -> float:
     """Each invented clause takes a share of the score: an otherwise well-supported answer
     keeps a passing score, a doubtful one with an invented claim fails."""
     kinds = [thin for s in checks for _, thin in s.invented]
-    return float(UNSUPPORTED_CLAUSE ** kinds.count(False) * THIN_CLAUSE ** kinds.count(True))
+    chinese = sum(
+        1 for s in checks for clause, thin in s.invented if not thin and is_chinese(clause)
+    )
+    return float(
+        UNSUPPORTED_CLAUSE ** (kinds.count(False) - chinese)
+        * THIN_CLAUSE ** kinds.count(True)
+        * HAN_UNSUPPORTED_CLAUSE**chinese
+    )
 
 
 def first_stage(
@@ -159,7 +171,9 @@ def first_stage(
     if decided:
         grounded = min(grounded, CONTRADICTED)
         decided_by = "contradiction"
-    elif len(analysis.sentences) == 1 and analysis.sentences[0].unsupported_entities:
+    elif (len(analysis.sentences) == 1 and analysis.sentences[0].unsupported_entities) or any(
+        _han_name(s) for s in analysis.sentences
+    ):
         if grounded > UNSUPPORTED_NAME:
             grounded = UNSUPPORTED_NAME
             decided_by = "unsupported_name"
@@ -183,6 +197,14 @@ def first_stage(
         decided_by=decided_by,
     )
     return FirstStage(verdict, weakest_pairs(analysis.sentences), decided)
+
+
+def _han_name(check: SentenceCheck) -> bool:
+    """Whether a sentence names, in Chinese, what the context never names: the segmenter's
+    tag reads a name in any sentence of an answer, where a capital letter is a name only
+    in a one-sentence answer (a later sentence's capitals are as often titles or
+    emphasis)."""
+    return not check.abstains and any(is_han(e[0]) for e in check.unsupported_entities)
 
 
 def _not_decisive(found: Contradiction) -> bool:

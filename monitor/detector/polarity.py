@@ -4,8 +4,8 @@ permitted on the trails")."""
 
 from __future__ import annotations
 
+from monitor.detector.cjk import function_words, segmenter
 from monitor.detector.cjk import pairs as han_pairs
-from monitor.detector.cjk import segmenter
 from monitor.detector.embedding import Embedder
 from monitor.detector.sentences import Sentence
 from monitor.detector.text import (
@@ -148,22 +148,51 @@ _HAN_NEGATORS = frozenset("不没沒未")
 _HAN_CLAUSE_ENDS = frozenset("，,；;：:、")
 
 
-def han_clauses(text: str) -> list[str]:
-    """A Chinese sentence cut at its clause punctuation (plain scanning)."""
-    out: list[str] = []
+def _clause_spans(text: str) -> list[tuple[int, int]]:
+    """Where a Chinese sentence's clauses lie, cut at its clause punctuation (plain scanning)."""
+    out: list[tuple[int, int]] = []
     start = 0
     for i, char in enumerate(text):
         if char in _HAN_CLAUSE_ENDS:
-            out.append(text[start:i])
+            out.append((start, i))
             start = i + 1
-    out.append(text[start:])
-    return [c for c in out if c.strip()]
+    out.append((start, len(text)))
+    return [(a, b) for a, b in out if text[a:b].strip()]
 
 
-def _han_content(sentence: Sentence) -> tuple[set[str], set[str], set[str]]:
-    """A Chinese clause's content words (two characters or more), the words a negator in it
-    applies to (every content word after it: the verb of a Chinese clause comes last, after
-    its coverb's object, 不对读者开放), and its numbers."""
+def han_clauses(sentence: Sentence) -> list[Sentence]:
+    """A parsed Chinese sentence's clauses, each with the sentence's tokens that lie in it:
+    punctuation ends every token, so a clause's tokens are those its own parse would give,
+    without cutting its text again."""
+    text = sentence.text
+    spans = _clause_spans(text)
+    parts: list[tuple[list[str], list[str], list[str | None]]] = [([], [], []) for _ in spans]
+    at = k = 0
+    for token, form, value in zip(sentence.raw, sentence.folded, sentence.numbers, strict=True):
+        found = text.find(token, at)
+        if found < 0:
+            # A token not written as such (a list marker's rest): parse each clause alone.
+            return [Sentence.parse(text[a:b]) for a, b in spans]
+        at = found + len(token)
+        while k + 1 < len(spans) and found >= spans[k][1]:
+            k += 1
+        raw, folded, numbers = parts[k]
+        raw.append(token)
+        folded.append(form)
+        numbers.append(value)
+    return [
+        Sentence(text[a:b], raw, folded, numbers)
+        for (a, b), (raw, folded, numbers) in zip(spans, parts, strict=True)
+    ]
+
+
+def _han_content(
+    sentence: Sentence, grammar: frozenset[str]
+) -> tuple[set[str], set[str], set[str]]:
+    """A Chinese clause's content words (two characters or more, not of `grammar`, the words
+    the segmenter reads as grammar in its sentence), the words a negator in it applies to
+    (every content word after it: the verb of a Chinese clause comes last, after its
+    coverb's object, 不对读者开放), and its numbers."""
     words: set[str] = set()
     negated: set[str] = set()
     numbers = {n for n in sentence.numbers if n is not None}
@@ -174,12 +203,29 @@ def _han_content(sentence: Sentence) -> tuple[set[str], set[str], set[str]]:
             # 没有比它更高: a comparison ("none higher than it") negates no statement.
             after_negator = after_negator or i + 1 == len(folded) or folded[i + 1] != "比"
             continue
-        if value is not None or len(word) < 2 or not word.isalpha() or word in STOPWORDS:
+        if (
+            value is not None
+            or len(word) < 2
+            or not word.isalpha()
+            or word in STOPWORDS
+            or word in grammar
+        ):
             continue
         words.add(word)
-        if after_negator:
+        # A measure word after a number is the quantity's: 不能超过80公里 bounds the
+        # distance, it does not deny kilometres.
+        if after_negator and not (i > 0 and sentence.numbers[i - 1] is not None):
             negated.add(word)
     return words, negated, numbers
+
+
+def may_negate(sentence: Sentence) -> bool:
+    """Whether a sentence holds a word that may negate (a negator, a word of negative
+    polarity, one starting with a negating character): where neither the answer nor its
+    context has one, no clause of either can negate the other."""
+    return any(
+        is_negation(w) or w in NEGATIVE_POLARITY or w[:1] in _HAN_NEGATORS for w in sentence.folded
+    )
 
 
 def _glued_negator(word: str) -> bool:
@@ -198,33 +244,45 @@ HanClause = tuple[Sentence, set[str], tuple[set[str], set[str], set[str]]]
 def han_evidence(evidence: list[Sentence]) -> list[HanClause]:
     """The clauses of Chinese evidence sentences, each with its character pairs and its
     content (`_han_content`), read once for all the claims."""
-    return [
-        (p, han_pairs(p.text), _han_content(p))
-        for p in (Sentence.parse(c) for e in evidence for c in han_clauses(e.text))
-        if p.raw
-    ]
+    out: list[HanClause] = []
+    for sentence in evidence:
+        grammar = function_words(sentence.text)
+        out.extend(
+            (clause, han_pairs(clause.text), _han_content(clause, grammar))
+            for clause in han_clauses(sentence)
+            if clause.raw
+        )
+    return out
 
 
 def han_flip(claim: Sentence, parsed: list[HanClause]) -> tuple[str, frozenset[str]] | None:
     """A Chinese claim clause that negates what the evidence clause restating it states, or
     states what it negates: the evidence clause and the flipped words. The evidence clause is
-    the one sharing most of the claim clause's content words and numbers (`han_evidence`);
+    the one sharing most of the claim clause's content words and numbers, a number first
+    where two share as much (`han_evidence`);
     the flip counts when the flipped words are stated on one side and negated on the other,
     and the clauses share something besides (a number, another word), or the flip is two
     words or more, or one of the clauses has at most two content words."""
-    for text in han_clauses(claim.text):
-        clause = Sentence.parse(text)
+    grammar = function_words(claim.text)
+    for clause in han_clauses(claim):
         if not clause.raw:
             continue
-        words, negated, numbers = _han_content(clause)
+        text = clause.text
+        words, negated, numbers = _han_content(clause, grammar)
         if not words:
             continue
         best = None
         best_shared = 0
+        best_numbers = 0
         for other, pairs, (o_words, o_negated, o_numbers) in parsed:
-            shared = sum(_states(w, o_words, pairs) for w in words) + len(numbers & o_numbers)
-            if shared > best_shared:
-                best, best_shared = (other, pairs, o_words, o_negated, o_numbers), shared
+            same_numbers = len(numbers & o_numbers)
+            shared = sum(_states(w, o_words, pairs) for w in words) + same_numbers
+            # Of clauses sharing as much, the one sharing a number: a number (a day, an
+            # amount) says which fact the clause restates more than a word does (星期二不营业
+            # restates 周二公休, not 营业时间为每日…).
+            if shared > best_shared or (shared == best_shared and same_numbers > best_numbers):
+                best = (other, pairs, o_words, o_negated, o_numbers)
+                best_shared, best_numbers = shared, same_numbers
         if best is None:
             continue
         other, pairs, o_words, o_negated, o_numbers = best

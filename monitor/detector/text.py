@@ -36,7 +36,8 @@ TOKEN_CACHE = 4_096
 def _find_tokens(text: str) -> list[str]:
     pattern, plain = _token_pattern(text)
     if cjk.is_chinese(plain):
-        return [plain[a:b] for a, b in cjk.spans(plain, pattern)]
+        # The spans of a record's text are kept for the slots' reading of it: cut once.
+        return [plain[a:b] for a, b in token_spans(text)]
     return pattern.findall(plain)
 
 

@@ -24,6 +24,17 @@ from training import probe_zh
         ("二〇二三", 2023), ("壹佰贰拾", 120), ("叁仟", 3000), ("3万", 30000),
         ("1.5亿", 1.5e8), ("一点五亿", 1.5e8), ("三点五", 3.5), ("七點五", 7.5),
         ("百分之十二", 12), ("第三", 3), ("１２", 12), ("零", 0),
+        # A last digit straight after a unit counts in the unit below it; after 零 it is a
+        # digit of its own.
+        ("二百五", 250), ("三千二", 3200), ("一万二", 12000), ("四万五", 45000), ("三亿五", 3.5e8),
+        ("三千零二", 3002), ("一百零五", 105),
+        # Financial forms, Simplified and Traditional, and Traditional scales.
+        ("贰佰伍拾", 250), ("貳佰伍拾", 250), ("壹萬貳仟", 12000), ("參仟", 3000), ("兩萬", 20000),
+        ("陆拾", 60), ("玖佰零捌", 908), ("一億", 1e8),
+        # Tenths of a whole: 六成 is 60 per cent, 七折 70 per cent of the price, 七五折 75.
+        ("六成", 60), ("七折", 70), ("七五折", 75),
+        # Mixed with Arabic digits, decimals.
+        ("2万5千", 25000), ("0.5亿", 5e7), ("二点五", 2.5), ("零点五", 0.5),
     ],
 )  # fmt: skip
 def test_chinese_numerals_have_their_values(numeral: str, value: float) -> None:
@@ -107,7 +118,7 @@ def test_a_traditional_answer_is_read_against_simplified_documents() -> None:
 
 
 def test_the_probe_has_its_splits_every_kind_and_paraphrased_faithful_answers() -> None:
-    assert len(probe_zh.DEV) >= 60 and len(probe_zh.HELDOUT) >= 30 and len(probe_zh.SEEN) == 16
+    assert len(probe_zh.DEV) >= 95 and len(probe_zh.HELDOUT) >= 30 and len(probe_zh.SEEN) == 16
     for split in probe_zh.ITEMS:
         records = probe_zh.build(split)
         kinds = {r["label"]["kind"] for r in records}  # type: ignore[index]
@@ -124,15 +135,15 @@ def test_the_probe_has_its_splits_every_kind_and_paraphrased_faithful_answers() 
 # The held-out split as measured once the detector was done (docs/quality.md): bars, not
 # targets, so that a change losing what it catches fails here.
 HELDOUT_FAITHFUL = 0.20
-HELDOUT_ERRORS = 0.84
+HELDOUT_ERRORS = 0.87
 
 
 def test_the_probe_scores_at_the_bars_docs_quality_states() -> None:
     """The figures docs/quality.md gives (every split at the shipped threshold): a change
     that loses planted errors or fails more faithful answers fails here."""
     table = probe_zh.failing_shares("all")
-    assert table["dev"]["faithful"] <= 0.05
-    assert table["dev"]["all errors"] >= 0.86
+    assert table["dev"]["faithful"] <= 0.04
+    assert table["dev"]["all errors"] >= 0.85
     assert table["heldout"]["faithful"] <= HELDOUT_FAITHFUL
     assert table["heldout"]["all errors"] >= HELDOUT_ERRORS
     # The first round's held-out half, and its development half: their first bars kept.
@@ -171,6 +182,48 @@ def test_a_numeral_starting_a_measure_word_is_no_scale(text: str, numbers: dict[
     assert found == numbers
 
 
+@pytest.mark.parametrize(
+    ("text", "numbers"),
+    [
+        ("营收1.5千万元", {"1.5千万": "15000000"}),  # 千万 after a digit is a scale
+        ("寿险占六成", {"六成": "60"}),
+        ("大学生打七五折", {"七五折": "75"}),
+        ("售價貳佰伍拾元", {"貳佰伍拾": "250"}),
+    ],
+)
+def test_numerals_of_every_form_are_single_tokens(text: str, numbers: dict[str, str]) -> None:
+    found = {t: number_value(t) for t in tokens(text) if number_value(t) is not None}
+    assert found == numbers
+
+
+@pytest.mark.parametrize(
+    ("context", "supported"),
+    [
+        ("疫苗两周后生效。", 14),  # weeks in days
+        ("疫苗兩週後生效。", 14),  # the same in Traditional
+        ("打完疫苗14天后生效。", 2),  # days in weeks, where they divide
+        ("效果持续半年。", 6),  # half a year in months
+        ("直达车约需一个半小时。", 1.5),
+        ("直达车约需一个半小时。", 90),
+        ("每天早上六点半出炉。", 30),  # half past six: 6点30分
+        ("隧道全长六千八百米。", 6.8),  # metres in kilometres
+        ("隧道全长6800米。", 6.8),
+        ("寿险占三成。", 30),
+        ("博物馆周二至周日开放。", 6),  # a day inside a range of week days
+        ("博物馆星期一到星期五开放。", 3),
+    ],
+)
+def test_a_contexts_amounts_support_their_other_forms(context: str, supported: float) -> None:
+    assert supported in cjk.written_values(context)
+
+
+def test_the_generous_reading_stays_within_its_forms() -> None:
+    # Not every number between two others: only a range of the week's days.
+    assert 4 not in cjk.written_values("需在二至六摄氏度冷藏。")
+    # A year is no amount of months.
+    assert 1931 * 12 not in cjk.written_values("面包店于一九三一年创立。")
+
+
 def test_a_contexts_numerals_inside_words_support_a_claims_numbers() -> None:
     context = ["诊所每周三下午接种，每晚十点关门，首批获得一枚银牌。"]
     for answer in ("星期三下午接种。", "晚上10点关门。", "第一批拿到1枚银牌。"):
@@ -202,6 +255,21 @@ def test_a_chinese_clause_negating_its_context_clause_fails(
     assert any(c.kind == "negation" for c in verdict.contradictions)
 
 
+def test_a_bound_on_a_quantity_negates_no_unit() -> None:
+    context = ["大桥由省交通设计院设计。桥上限速每小时八十公里。"]
+    faithful = "过桥时速不能超过80公里。"
+    assert score_groundedness("限速多少？", context, faithful).score >= 0.5
+    assert score_groundedness("限速多少？", context, "过桥时速不能超过60公里。").score < 0.5
+
+
+def test_a_negation_read_without_its_conjunction() -> None:
+    context = ["酸奶每杯一百八十克，需在二至六摄氏度冷藏，保质期二十一天。"]
+    verdict = score_groundedness("要冷藏吗？", context, "这款酸奶能放21天，而且不需要冷藏。")
+    assert any(c.kind == "negation" for c in verdict.contradictions)
+    assert verdict.score < 0.5
+    assert score_groundedness("要冷藏吗？", context, "这款酸奶能放21天，但要冷藏。").score >= 0.5
+
+
 def test_a_comparison_with_no_negates_nothing() -> None:
     context = ["该塔高约一百三十六米，是当时最高的木塔。"]
     answer = "塔高136米，在当时没有比它更高的木塔。"
@@ -216,6 +284,77 @@ def test_a_noun_swapped_for_one_of_its_kind_fails() -> None:
     assert faithful.score >= 0.5
     assert swapped.score < 0.5
     assert any(c.kind == "kind" and c.said == "体育馆" for c in swapped.contradictions)
+
+
+def test_words_differing_in_function_morphemes_are_no_swap() -> None:
+    context = ["入住时间为下午两点以后，退房时间为中午十二点以前。"]
+    verdict = score_groundedness("几点退房？", context, "退房要在12点之前完成。")
+    assert not any(c.kind == "kind" for c in verdict.contradictions)
+    assert verdict.score >= 0.5
+
+
+def test_a_compound_of_common_words_weighs_as_its_parts() -> None:
+    # In the dictionary, rarely counted, but made of common words: not as specific as a name.
+    assert cjk.specificity("每天晚上") < 0.5 and cjk.specificity("开瓶") < 0.5
+    # A name keeps a rare part: it stays specific.
+    assert cjk.specificity("贝聿铭") > 0.8
+
+
+_SHIP = [
+    "远航号货轮于二〇〇九年在大连造船厂下水，全长二百九十米，载重量约十八万吨。",
+    "该船的船长是挪威人安德斯·霍尔姆，船员共二十四人，主要往返于青岛和鹿特丹之间。",
+]
+
+
+@pytest.mark.parametrize(
+    ("faithful", "planted"),
+    [
+        # A number of the answer's own, in a later sentence of the answer.
+        (
+            "这艘船长290米，能装大约18万吨货。它2009年下水。",
+            "这艘船长290米，能装大约18万吨货。它2011年下水。",
+        ),
+        (
+            "船长叫安德斯·霍尔姆，来自挪威。船上一共有24名船员。",
+            "船长叫安德斯·霍尔姆，来自挪威。船上一共有42名船员。",
+        ),
+        # A name the context never gives, in an answer of two sentences.
+        (
+            "船长叫安德斯·霍尔姆，来自挪威。航线在青岛和鹿特丹之间。",
+            "船长叫安德斯·霍尔姆，来自挪威。航线在青岛和汉堡之间。",
+        ),
+    ],
+)
+def test_a_planted_fact_of_a_longer_answer_fails_and_its_paraphrase_passes(
+    faithful: str, planted: str
+) -> None:
+    assert score_groundedness("介绍一下远航号。", _SHIP, faithful).score >= 0.5
+    assert score_groundedness("介绍一下远航号。", _SHIP, planted).score < 0.5
+
+
+@pytest.mark.parametrize(
+    ("faithful", "planted"),
+    [
+        ("隧道差不多有6.8公里长。", "隧道差不多有8.6公里长。"),
+        ("打完疫苗大概14天后才有保护作用。", "打完疫苗大概3天后才有保护作用。"),
+        ("每天早上6点30分出炉。", "每天早上7点30分出炉。"),
+    ],
+)
+def test_a_number_in_another_unit_of_its_measure_is_the_contexts(
+    faithful: str, planted: str
+) -> None:
+    context = ["翠屏山隧道全长六千八百米。流感疫苗接种后约两周产生保护力。面包每天早上六点半出炉。"]
+    assert score_groundedness("怎么样？", context, faithful).score >= 0.5
+    assert score_groundedness("怎么样？", context, planted).score < 0.5
+
+
+def test_a_clause_of_many_words_the_context_never_backs_is_invented() -> None:
+    context = ["入住时间为下午两点以后，退房时间为中午十二点以前。"]
+    faithful = "下午2点起就能办理入住，退房要在12点之前完成。"
+    added = "下午2点起就能办理入住，退房要在12点之前完成，晚到的客人可以免费升级房型。"
+    assert score_groundedness("几点入住？", context, faithful).score >= 0.5
+    (check,) = analyse("几点入住？", context, added, shared_embedder()).sentences
+    assert [clause for clause, _ in check.invented] == ["晚到的客人可以免费升级房型。"]
 
 
 def test_a_clause_of_a_topic_the_context_lacks_is_invented() -> None:
