@@ -28,7 +28,7 @@ from monitor.alerts.revisions import Revisions, Route
 from monitor.alerts.rule import Origin, Rule, fingerprint
 from monitor.alerts.state import Part, add_part, clamp_future, restored_replaced, restored_where
 from monitor.config import CONVERSATION_BUDGET as CONVERSATION_BUDGET
-from monitor.evidence import Arrival, Unit, Units, conversation_key, saved_number
+from monitor.evidence import Arrival, Senders, Unit, Units, conversation_key, saved_number
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +94,12 @@ class Entries:
 
     def __getitem__(self, key: Key) -> Entry:
         return self._entries[key]
+
+    def screens(self) -> Iterator[tuple[Key, Senders]]:
+        """Each entry's sender screen, of the kinds that screen their senders."""
+        for key, entry in list(self._entries.items()):
+            if (screening := self._screening[key[0]]) is not None:
+                yield key, screening.screen(entry.state)
 
     def items(self) -> Iterator[tuple[Key, Entry]]:
         return iter(list(self._entries.items()))

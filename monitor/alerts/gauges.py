@@ -12,12 +12,14 @@ from collections.abc import Iterable
 from prometheus_client import Gauge
 
 from monitor.alerts.rule import Rule
+from monitor.evidence.senders import FULL, ONE_SENDER
 from monitor.telemetry import Telemetry
 
 # The engine's logger: what users filter on is one name for the engine's lines.
 log = logging.getLogger("monitor.alerts.engine")
 
 EVICTIONS_LOGGED_EVERY_S = 60.0
+BLIND_REASONS = (ONE_SENDER, FULL)
 
 
 class AlertGauges:
@@ -42,6 +44,8 @@ class AlertGauges:
         self._cohort_samples = gauge("alert_cohort_samples")
         self._budget_remaining = gauge("slo_error_budget_remaining")
         self._burn_rate = gauge("slo_burn_rate")
+        self._flagged = gauge("alert_senders_flagged")
+        self._blind = gauge("alert_sender_screen_blind")
         self.entries_dropped = telemetry.counter("alert_state_entries_dropped")
         self.baselines_started = telemetry.counter("alert_baselines_started")
         self._evaluation_duration = telemetry.histogram("alert_evaluation_duration_seconds")
@@ -88,6 +92,19 @@ class AlertGauges:
 
     def burn_rate(self, service: str, rule: str, window: str, samples: int, burn: float) -> None:
         _set_or_remove(self._burn_rate, samples, burn, service, rule, window)
+
+    def screen(self, service: str, rule: str, flagged: int, blind: str | None) -> None:
+        """A rule's sender screen: how many senders it flags, and why it cannot screen
+        (None: it can)."""
+        self._flagged.labels(service, rule).set(flagged)
+        for reason in BLIND_REASONS:
+            if reason == blind:
+                self._blind.labels(service, rule, reason).set(1)
+            else:
+                try:
+                    self._blind.remove(service, rule, reason)
+                except KeyError:
+                    pass
 
     def forget_service(self, service: str) -> None:
         for gauge in self._per_service:

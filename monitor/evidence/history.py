@@ -128,12 +128,17 @@ class History(Buckets):
         self._sent = Sent(window_s)
         self._flagged = FlaggedRates()
 
+    @property
+    def senders(self) -> Senders:
+        """The sender screen: who it flagged, and whether it can screen (`Senders.blind`)."""
+        return self._senders
+
     def sent(self, t: float, sender: str | None, moments: Moments, *, solo: bool) -> None:
         """Verdicts of `sender` that arrived at `t` (`solo`: without a conversation), for
         the screen; a bucket leaving it keeps what its flagged senders sent."""
         if moments.samples <= 0:
             return
-        self._sent.add(t, moments.samples, self._senders.flags_sent(sender))
+        self._sent.add(t, moments.samples, self._senders.flags(sender))
         retired = self._senders.add(
             self.bucket(t), sender, moments.samples, moments.defects, moments.squares, solo
         )

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
-from monitor.evidence import NOTHING, Arrival, Moments, Unit
+from monitor.evidence import NOTHING, Arrival, Moments, Senders, Unit
 
 if TYPE_CHECKING:
     from monitor.alerts.gauges import AlertGauges
@@ -230,6 +230,10 @@ class Screening(Protocol):
     ) -> None:
         """Who sent the verdicts `Keeper.add` just took (`monitor.records.sender`; None:
         not known)."""
+        ...
+
+    def screen(self, state: Any) -> Senders:
+        """`state`'s sender screen (`monitor.evidence.Senders`)."""
         ...
 
 
