@@ -283,7 +283,7 @@ class Senders:
         n = d = sn = sd = total = 0.0
         for key, sums in self._sums.items():
             total += sums[row + _N]
-            if key in self.flagged:
+            if key in self.flagged or address_of(key) in self._flagged_addresses:
                 n += sums[row + _N]
                 d += sums[row + _D]
                 sn += sums[row + _SN]

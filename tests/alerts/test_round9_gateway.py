@@ -32,7 +32,6 @@ pytestmark = pytest.mark.scorecard
 GATEWAY = "10.9.9.9"
 STEP_S = 60.0
 PER_MIN = 60.0
-SHARE = 0.2
 
 
 def _key(instance: str | None, **resource: object) -> str:
@@ -73,34 +72,43 @@ def _spraying(now: float, rng: np.random.Generator) -> str:
 
 
 def _minutes_to_page(
-    forger: Forger | None, *, roll_h: float | None = None, warmup_days: float = 2.0
+    forger: Forger | None,
+    share: float,
+    forgery: str,
+    *,
+    roll_h: float | None = None,
+    warmup_days: float = 2.0,
+    seed: int = 31,
 ) -> tuple[float, AlertEngine]:
     """Minutes from a doubling of the honest rate (after `warmup_days`) to its page (inf:
-    none in six hours), and the engine: `1 - SHARE` of the volume from `PODS` honest pods
-    behind `GATEWAY`, and `SHARE` from `forger` (all failing in even hours, all passing in
-    odd ones; each minute's verdicts under the key it gives, each a trace's under its own
-    when it sprays); None: no forger, the honest verdicts the same. A page before the
-    doubling fails the test."""
-    honest_rng, forger_rng = np.random.default_rng(31), np.random.default_rng(32)
+    none in six hours), and the engine: `1 - share` of the volume from `PODS` honest pods
+    behind `GATEWAY`, and `share` from `forger` (`forgery`: `"swing"`, all failing in even
+    hours and all passing in odd ones; `"twice"`, at twice the honest rate in even hours
+    and none failing in odd ones: round 7's forgeries), each minute's verdicts under the
+    key it gives, each verdict under its own when it sprays; None: no forger, the honest
+    verdicts the same. A page before the doubling fails the test."""
+    honest_rng, forger_rng = np.random.default_rng(seed), np.random.default_rng(seed + 1)
     now = START
     engine = AlertEngine([RULE], create_telemetry(), clock=lambda: now, evaluation_interval_s=60.0)
     rise = START + warmup_days * 86_400
     while now < rise + 6 * 3600:
         rate = 2 * RATE if now >= rise else RATE
-        volume = honest_rng.poisson(PER_MIN * (1 - SHARE))
+        volume = honest_rng.poisson(PER_MIN * (1 - share))
         for k, n in enumerate(honest_rng.multinomial(volume, [1 / PODS] * PODS)):
             if n:
                 fails = int(honest_rng.binomial(n, rate))
                 origin = Origin("shop", sender=_pod(k, now, roll_h))
                 engine.count(0, origin, [n - fails, fails], None, now)
-        n = int(forger_rng.poisson(PER_MIN * SHARE))
+        n = int(forger_rng.poisson(PER_MIN * share))
         if forger is not None and n:
-            failing = int(now // 3600) % 2 == 0
-            traces = n if forger is _spraying else 1
-            for part in np.array_split(np.ones(n), traces):
-                fails = len(part) if failing else 0
+            even = int(now // 3600) % 2 == 0
+            if forgery == "swing":
+                fails = n if even else 0
+            else:
+                fails = int(forger_rng.binomial(n, 2 * RATE)) if even else 0
+            for sent, failed in [(n, fails)] if forger is not _spraying else _each(n, fails):
                 origin = Origin("shop", sender=forger(now, forger_rng))
-                engine.count(0, origin, [len(part) - fails, fails], None, now)
+                engine.count(0, origin, [sent - failed, failed], None, now)
         now += STEP_S
         if any(alert.status == "firing" for alert in engine.evaluate()):
             assert now > rise, "a page before the doubling"
@@ -108,29 +116,32 @@ def _minutes_to_page(
     return math.inf, engine
 
 
-def _screened(engine: AlertEngine) -> list[dict[str, object]]:
-    return engine.screened_senders()
+def _each(n: int, fails: int) -> list[tuple[int, int]]:
+    """`n` verdicts, `fails` of them failing, one at a time."""
+    return [(1, 1)] * fails + [(1, 0)] * (n - fails)
 
 
+@pytest.mark.parametrize(("share", "forgery"), [(0.2, "twice"), (0.02, "swing")])
 @pytest.mark.parametrize(
     ("forger", "roll_h"),
     [(_with_id, None), (_without_id, None), (_spraying, 3.0)],
     ids=["forger-with-id", "forger-without-id", "rolling-pods-spraying-forger"],
 )
 def test_behind_one_gateway_a_doubling_pages_as_soon_as_without_the_forger(
-    forger: Forger, roll_h: float | None
+    forger: Forger, roll_h: float | None, share: float, forgery: str
 ) -> None:
-    """Honest apps without instance ids behind one gateway, and a forger alternating
-    failing and passing hours at a fifth of the volume, with an id of its own, without
-    one, or writing a new one into every trace while the honest pods take new ids every
-    3 h: the doubling pages within 1.5 times the same honest stream without the forger
-    (round 9: keyed by address and instance id, 464 and 477 min); the forger is flagged,
-    listed and counted, and the honest pods are not."""
-    clean, _ = _minutes_to_page(None, roll_h=roll_h)
-    forged, engine = _minutes_to_page(forger, roll_h=roll_h)
+    """Honest apps without instance ids behind one gateway, and round 7's forgers (a fifth
+    of the volume at twice the honest rate in even hours and passing in odd ones; 2 %
+    failing all of even hours and passing odd ones) with an id of their own, without one,
+    or writing a new one into every trace while the honest pods take new ids every 3 h:
+    the doubling pages within 1.5 times the same honest stream without the forger (round
+    9: keyed by address and instance id, 464 and 477 min); the forger is flagged, listed
+    and counted, and the honest pods are not."""
+    clean, _ = _minutes_to_page(None, share, forgery, roll_h=roll_h)
+    forged, engine = _minutes_to_page(forger, share, forgery, roll_h=roll_h)
     assert clean < 60
     assert forged <= 1.5 * clean
-    (listed,) = _screened(engine)
+    (listed,) = engine.screened_senders()
     assert listed["service"] == "shop" and listed["cannot_screen"] is None
     flagged = listed["flagged"]
     assert isinstance(flagged, list) and flagged

@@ -234,6 +234,10 @@ class Regression(ShadowHooks):
                 reference = against.reference()
                 figures.update(held=1.0, held_level=against.mean, held_at=at or now)
         increase = current.mean - against.mean if against is not None else 0.0
+        if not held:
+            # The window spans hours; flagged senders' verdicts in it are expected at the
+            # rates of the hours they were sent in (`History.window_offset`).
+            increase -= state.baseline.history.window_offset(now)
         if test is None:
             p = self._window_p(state, now)
             fire = ready and p <= look_level(self._interval, rule.budget_s)
