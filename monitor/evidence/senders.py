@@ -2,7 +2,8 @@
 that keeps one sender's forged verdicts out of what a regression rule measures of its
 own dispersion (`history.History`).
 
-A sender (`monitor.records.sender`: the client's address and `service.instance.id`) that
+A sender (`monitor.records.sender_key`: the client's address, the `service.instance.id`
+and a digest of the resource's attributes) that
 sends a share of a service's verdicts all failing in one hour and all passing in the next
 leaves the service's rate as it was and makes its hours swing: the dispersion of verdicts
 without a conversation (`kappa`) and the clustering nobody declared (`excess`) follow,
@@ -13,8 +14,9 @@ within one bucket each sender's rate is the others' up to its own noise.
 receiver saw (OTLP over HTTP and gRPC) comes first: the senders screened against each other
 are addresses, all instance ids sent from one address counted as that address's, so that a
 forger that writes a new `service.instance.id` every few hours is still one sender. Within
-one address (a collector or a gateway all traffic passes), its instance ids are screened
-against each other too (the refinement). A key with no address (a record given as a
+one address (a collector or a gateway all traffic passes), its keys are screened against
+each other too (the refinement): the instance id and the resource's digest tell apart apps
+that set no id; keys with the same resource cannot be told apart and are one sender. A key with no address (a record given as a
 record, Kafka's records, which carry no client address; a unix socket's path) is its own
 sender: there the sender chooses its key, and only the judging of a new key from its
 first buckets stands against a forger that changes it.
@@ -27,7 +29,8 @@ mean `z^2` over the buckets it sent in. Honest senders' indexes are about the de
 effect of their own conversations, the same for all of them; a sender is **flagged** when
 its index is more than `flag_bar(k)` times the volume-weighted median of the indexes (the
 median taken as 1 at least) over the `k` buckets it sent in, and it sent less than half of
-the screened verdicts (the service is what most of it sends). `flag_bar(k)` is
+the screened verdicts (the service is what most of it sends; a sender holding more than half of a bucket is that
+bucket's reference, its deviation 0). `flag_bar(k)` is
 the larger of `FLAG_RATIO` (six buckets and more) and the bar the mean of `k` honest `z^2`
 passes with probability `FIRST_BUCKETS_P` (fewer), so a new key is judged
 from its first bucket rather than after hours of forging. A flagged sender's verdicts still
@@ -35,11 +38,20 @@ count in the rate judged; they are left out of the level's, the season's, kappa'
 excess's inputs, and expected at their own rate while they send (`History`, `flagged.py`). A sender that stays under the flag moves kappa by at most about its share
 times `FLAG_RATIO` times the honest senders' index.
 
-The assumptions: one service's senders write under few sender keys at a time (the screen
-follows `MAX_SENDERS` of them, a key idle over the screen's buckets giving its place up;
-past that, a new key of an address followed is counted as the address alone, at most one
-more key per followed key, and the others are screened together as one); a service with one sender has no one to compare it with (nothing is
-flagged).
+**Keys that keep sending**: a key is followed once it sent `ADMIT_VERDICTS` (a
+Misra-Gries count of `MAX_CANDIDATES` keys not followed yet); until then its verdicts are
+counted in its address's pool (the address alone; `REST` for a key of no address), a
+sender of the screen. A forger that writes a new instance id into every trace is screened
+as its address's pool. `MAX_SENDERS` keys are followed; a key idle over the screen's
+buckets gives its place up, and a key that sent more than the unflagged followed key that
+sent least over the newest `RECENT_BUCKETS` takes its place, the old key's buckets joining
+its address's retired row (`_retired`), screened as one sender: honest pods that take new
+ids in a rolling deploy stay the reference their next generation is compared with.
+
+**When it cannot screen** (`blind`): one key holds nearly all the verdicts (one address,
+and nothing beneath it differs), or most were counted in a pool in place of keys of their
+own. The assumptions: one service's senders write under few steady keys at a time; a
+service with one sender has no one to compare it with (nothing is flagged).
 """
 
 from __future__ import annotations

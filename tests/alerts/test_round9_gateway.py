@@ -156,8 +156,8 @@ def test_behind_one_gateway_a_doubling_pages_as_soon_as_without_the_forgery(
     or writing a new one into every trace while the honest pods take new ids every 3 h:
     over three streams, the doubling pages within 1.5 times the honest stream alone at
     2 %, and at a fifth within 1.5 times the same stream with the forger's verdicts at
-    their mean rate in every hour (round 9: keyed by address and instance id, nothing paged in 6 h,
-    or the sprayed ids paged before the doubling); the forger is flagged, listed and
+    their mean rate in every hour (round 9: keyed by address and instance id, nothing
+    paged in 6 h but for the sprayed ids at 2 %); the forger is flagged, listed and
     counted, and the honest pods are not. (A fifth of the volume that does not rise
     dilutes the doubling whether it forges or not: against the honest stream alone it
     pages in about 1.7 times.)"""
