@@ -23,12 +23,20 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.alerts.kinds import Entry, Key, RuleKind, Screening, Shadowing, series
+from monitor.alerts.gauges import SenderScreen
+from monitor.alerts.kinds import (
+    Entry,
+    Key,
+    RuleKind,
+    Screening,
+    Shadowing,
+    series,
+)
 from monitor.alerts.revisions import Revisions, Route
 from monitor.alerts.rule import Origin, Rule, fingerprint
 from monitor.alerts.state import Part, add_part, clamp_future, restored_replaced, restored_where
 from monitor.config import CONVERSATION_BUDGET as CONVERSATION_BUDGET
-from monitor.evidence import Arrival, Senders, Unit, Units, conversation_key, saved_number
+from monitor.evidence import Arrival, Unit, Units, conversation_key, saved_number
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +103,7 @@ class Entries:
     def __getitem__(self, key: Key) -> Entry:
         return self._entries[key]
 
-    def screens(self) -> Iterator[tuple[Key, Senders]]:
+    def screens(self) -> Iterator[tuple[Key, SenderScreen]]:
         """Each entry's sender screen, of the kinds that screen their senders."""
         for key, entry in list(self._entries.items()):
             if (screening := self._screening[key[0]]) is not None:

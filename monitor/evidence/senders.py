@@ -79,6 +79,13 @@ RECENT_BUCKETS = 2
 # Why a screen cannot tell a history's senders apart (`Senders.blind`).
 ONE_SENDER = "one_sender"
 FULL = "full"
+# What each reason means, as a log line says it.
+BLIND_TEXT = {
+    ONE_SENDER: "every verdict comes under one sender key (one client address, and nothing "
+    "the spans carry beneath it, instance id or resource attributes, differs between senders)",
+    FULL: "most verdicts come under keys the screen cannot follow (more senders than it "
+    "follows, or a new instance id in every trace), counted together as their address",
+}
 # The share of the screen's verdicts one key holds when the others are too few to judge it by.
 ONE_SENDER_SHARE = 0.99
 FLAG_RATIO = 4.0

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 
-from monitor.evidence import NOTHING, Arrival, Moments, Senders, Unit
+from monitor.evidence import NOTHING, Arrival, Moments, Unit
 
 if TYPE_CHECKING:
-    from monitor.alerts.gauges import AlertGauges
+    from monitor.alerts.gauges import AlertGauges, SenderScreen
 
 
 Key = tuple[int, str, str]
@@ -232,8 +232,8 @@ class Screening(Protocol):
         not known)."""
         ...
 
-    def screen(self, state: Any) -> Senders:
-        """`state`'s sender screen (`monitor.evidence.Senders`)."""
+    def screen(self, state: Any) -> SenderScreen:
+        """`state`'s sender screen."""
         ...
 
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from monitor.alerts.describe import p_text, shown_duration
-from monitor.alerts.gauges import AlertGauges
+from monitor.alerts.gauges import AlertGauges, SenderScreen
 from monitor.alerts.kinds import Entry, Judgment, Paired, decide
 from monitor.alerts.kinds.regression_expectation import reference_text, season_text
 from monitor.alerts.kinds.regression_held import (
@@ -26,20 +26,10 @@ from monitor.alerts.kinds.regression_shadow import ShadowHooks
 from monitor.alerts.kinds.regression_state import RegressionState
 from monitor.alerts.rule import Rule
 from monitor.config import AlertRule
-from monitor.evidence import Arrival, Moments, Senders, Unit, look_level
-from monitor.evidence.senders import FULL, ONE_SENDER
+from monitor.evidence import Arrival, Moments, Unit, look_level
 from monitor.telemetry import RateLimitedLog
 
 _log = RateLimitedLog(logging.getLogger(__name__), 3600.0)
-log = logging.getLogger(__name__)
-
-# Why a sender screen cannot screen (`Senders.blind`), as a log line says it.
-BLIND_TEXT = {
-    ONE_SENDER: "every verdict comes under one sender key (one client address, and nothing "
-    "the spans carry beneath it, instance id or resource attributes, differs between senders)",
-    FULL: "most verdicts come under keys the screen cannot follow (more senders than it "
-    "follows, or a new instance id in every trace), counted together as their address",
-}
 
 # Units per batch of the sequential test between evaluations: small enough that a page
 # waits for few verdicts, large enough that a busy service costs little per verdict.
@@ -56,8 +46,6 @@ class Regression(ShadowHooks):
         self._baseline = cfg.baseline
         self._accept_s = rule.accept_after_s
         self._interval = interval_s
-        # Services whose screen was said once to be blind (`_publish_screen`).
-        self._blind_said: set[str] = set()
 
     @staticmethod
     def summary(config: AlertRule, budget: str) -> str:
@@ -153,7 +141,7 @@ class Regression(ShadowHooks):
         """Who sent verdicts `add` took: the history screens its senders (`Screening`)."""
         state.baseline.sent(now, sender, Moments.of_histogram(histogram), solo=conversation is None)
 
-    def screen(self, state: RegressionState) -> Senders:
+    def screen(self, state: RegressionState) -> SenderScreen:
         return state.baseline.history.senders
 
     def _batch(self, state: RegressionState, now: float, firing: bool) -> bool:
@@ -370,33 +358,4 @@ class Regression(ShadowHooks):
         if state.judging.sequential is not None:
             gauges.evidence(service, name, state.judging.sequential.progress(self.rule.budget_s))
         gauges.firing(self.rule, service, "", entry.firing)
-        self._publish_screen(gauges, service, state.baseline.history.senders)
-
-    def _publish_screen(self, gauges: AlertGauges, service: str, screen: Senders) -> None:
-        """The sender screen's gauges; a line when it flags a sender, and once per service
-        when it cannot screen (`Senders.blind`)."""
-        name = self.rule.config.name
-        blind = screen.blind()
-        gauges.screen(service, name, len(screen.flagged), blind)
-        if screen.flagged:
-            _log.log(
-                f"{name} flagged {service} {sorted(screen.flagged)}",
-                logging.WARNING,
-                "alert %s for %s: the sender screen flagged %s (their verdicts stand apart "
-                "from the other senders': they are expected at their own clean rate and "
-                "left out of the baseline; listed on /alerts)",
-                name,
-                service,
-                ", ".join(repr(key) for key in sorted(screen.flagged)),
-            )
-        if blind is not None and service not in self._blind_said:
-            self._blind_said.add(service)
-            log.warning(
-                "alert %s for %s: the sender screen cannot tell this service's senders "
-                "apart (%s): %s; a forger sending through the same address is not screened "
-                "(alert_sender_screen_blind says while it lasts; said once per service)",
-                name,
-                service,
-                blind,
-                BLIND_TEXT[blind],
-            )
+        gauges.screen(service, name, state.baseline.history.senders)
