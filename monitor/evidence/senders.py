@@ -300,9 +300,10 @@ class Senders:
     def _flagged_in(self, slot: int) -> Flagged:
         row = slot * FIELDS
         n = d = sn = sd = total = 0.0
+        whole = self._flagged_addresses
         for key, sums in self._sums.items():
             total += sums[row + _N]
-            if key in self.flagged or address_of(key) in self._flagged_addresses:
+            if key in self.flagged or (whole and address_of(key) in whole):
                 n += sums[row + _N]
                 d += sums[row + _D]
                 sn += sums[row + _SN]

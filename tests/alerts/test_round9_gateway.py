@@ -230,3 +230,33 @@ def test_alerts_page_lists_the_flagged_senders() -> None:
     response = asyncio.run(page.handle(make_mocked_request("GET", "/alerts")))
     assert response.text is not None
     assert json.loads(response.text) == {"alerts": [], "senders": rows}
+
+
+def test_a_rule_says_once_per_service_that_it_cannot_screen(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Every verdict through one gateway under one resource: the rule's screen cannot tell
+    its senders apart; `alert_sender_screen_blind{reason="one_sender"}` is 1 and one log
+    line says so, however many evaluations follow."""
+    now = START
+    telemetry = create_telemetry()
+    engine = AlertEngine([RULE], telemetry, clock=lambda: now, evaluation_interval_s=60.0)
+    same = _key(None, telemetry_sdk_language="python")
+    rng = np.random.default_rng(9)
+    caplog.set_level("WARNING", logger="monitor.alerts.engine")
+    for _ in range(180):
+        n = 60
+        fails = int(rng.binomial(n, RATE))
+        engine.count(0, Origin("shop", sender=same), [n - fails, fails], None, now)
+        now += 60.0
+        engine.evaluate()
+    labels = {"service": "shop", "rule": "regression"}
+    blind = telemetry.registry.get_sample_value(
+        "rag_monitor_alert_sender_screen_blind", {**labels, "reason": ONE_SENDER}
+    )
+    assert blind == 1
+    said = [r for r in caplog.records if "cannot tell this service's senders apart" in r.message]
+    assert len(said) == 1 and "one_sender" in said[0].message
+    assert engine.screened_senders() == [
+        {"rule": "regression", "service": "shop", "flagged": [], "cannot_screen": ONE_SENDER}
+    ]
