@@ -129,7 +129,7 @@ class Senders:
         """Whether verdicts of `sender` arriving now are a flagged sender's: the key they
         are counted under was flagged (their own, or their address's pool while their key
         is not followed), or their address as a whole was."""
-        key = REST if sender is None else sender[:MAX_KEY_CHARS]
+        key = _key_of(sender)
         address = address_of(key)
         counted = key if key in self._sums else (address or REST)
         if counted in self.flagged:
@@ -156,7 +156,7 @@ class Senders:
         if held != index:
             out = self._retire(slot)
             self._index[slot] = index
-        key = REST if sender is None else sender[:MAX_KEY_CHARS]
+        key = _key_of(sender)
         sums = self._sums.get(key)
         if sums is None:
             placed = self._place(key, samples)
@@ -449,6 +449,12 @@ def address_of(key: str) -> str | None:
     except ValueError:
         return None
     return head
+
+
+def _key_of(sender: str | None) -> str:
+    """The key `sender`'s verdicts are screened under: cut to `MAX_KEY_CHARS`, without a
+    trailing `/` (which marks a retired row: a record's own metadata cannot write one)."""
+    return REST if sender is None else sender[:MAX_KEY_CHARS].rstrip("/")
 
 
 def _is_pool(key: str) -> bool:

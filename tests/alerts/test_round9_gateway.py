@@ -21,7 +21,7 @@ from aiohttp.test_utils import make_mocked_request
 
 from monitor.alerts import AlertEngine
 from monitor.alerts.rule import Origin
-from monitor.evidence.senders import FULL, ONE_SENDER, Senders
+from monitor.evidence.senders import ADMIT_VERDICTS, FULL, ONE_SENDER, Senders
 from monitor.exporters.firing_alerts import FiringAlertsPage
 from monitor.records import resource_digest, sender_key
 from monitor.telemetry import Telemetry, create_telemetry
@@ -261,3 +261,11 @@ def test_a_rule_says_once_per_service_that_it_cannot_screen(
     assert engine.screened_senders() == [
         {"rule": "regression", "service": "shop", "flagged": [], "cannot_screen": ONE_SENDER}
     ]
+
+
+def test_a_sender_cannot_write_a_retired_row() -> None:
+    """A key ending in `/` (a record given as a record may bring its own instance id) is
+    screened as the key without it, not as the row of an address's retired keys."""
+    screen = Senders()
+    screen.add(0, "pod-1/", ADMIT_VERDICTS, 0, 0, solo=True)
+    assert set(screen.snapshot()["senders"]) == {"pod-1"}
