@@ -213,7 +213,8 @@ def build_pipeline(
         engine.evaluator_note = changes.note
     if http is not None and engine is not None:
         # The firing alerts with where each says the excess is, in JSON.
-        http.add_route(ALERTS_PATH, FiringAlertsPage(engine.attribution.firing_alerts).handle)
+        page = FiringAlertsPage(engine.attribution.firing_alerts, engine.screened_senders)
+        http.add_route(ALERTS_PATH, page.handle)
 
     debug_size = config.exporters.prometheus.debug_records
     debug = DebugRecords(debug_size, redact) if debug_size and http is not None else None

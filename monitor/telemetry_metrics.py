@@ -371,6 +371,16 @@ _ROWS = (
         "1 while an alert rule fires (cohort: the cohort a cohort rule judges, else empty).",
     ),
     gauge(
+        "alert_senders_flagged",
+        "service rule",
+        "Sender keys a regression rule's sender screen flags now (listed on /alerts): their verdicts stand apart from the other senders' and are expected at their own clean rate.",
+    ),
+    gauge(
+        "alert_sender_screen_blind",
+        "service rule reason",
+        "1 while a regression rule's sender screen cannot tell the service's senders apart, by reason (one_sender: every verdict under one key; full: most under keys it cannot follow); absent while it can.",
+    ),
+    gauge(
         "cohort_defect_rate",
         "service rule cohort",
         "Defect rate of one cohort of a service in a cohort rule's window.",

@@ -306,6 +306,23 @@ class AlertEngine(Counting):
             out.setdefault(evaluator, []).append(held)
         return out
 
+    def screened_senders(self) -> list[dict[str, Any]]:
+        """`/alerts`' `senders`: per rule and service whose rule screens its senders, the
+        sender keys its screen flags (`monitor.records.sender_key`; an address alone: that
+        address's keys the screen does not follow; "": senders past its bound and verdicts
+        of no known sender), and why it cannot screen (`Senders.blind`; None: it can)."""
+        out = [
+            {
+                "rule": self._rules[i].config.name,
+                "service": service if not cohort else f"{service}/{cohort}",
+                "flagged": sorted(screen.flagged),
+                "cannot_screen": screen.blind(),
+            }
+            for (i, service, cohort), screen in self._entries.screens()
+        ]
+        out.sort(key=lambda row: (row["rule"], row["service"]))
+        return out
+
     def firing(self) -> list[tuple[str, str]]:
         """(rule, service) pairs currently firing; for a cohort rule the service is
         written `service/cohort`."""

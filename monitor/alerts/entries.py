@@ -23,7 +23,15 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.alerts.kinds import Entry, Key, RuleKind, Screening, Shadowing, series
+from monitor.alerts.gauges import SenderScreen
+from monitor.alerts.kinds import (
+    Entry,
+    Key,
+    RuleKind,
+    Screening,
+    Shadowing,
+    series,
+)
 from monitor.alerts.revisions import Revisions, Route
 from monitor.alerts.rule import Origin, Rule, fingerprint
 from monitor.alerts.state import Part, add_part, clamp_future, restored_replaced, restored_where
@@ -94,6 +102,12 @@ class Entries:
 
     def __getitem__(self, key: Key) -> Entry:
         return self._entries[key]
+
+    def screens(self) -> Iterator[tuple[Key, SenderScreen]]:
+        """Each entry's sender screen, of the kinds that screen their senders."""
+        for key, entry in list(self._entries.items()):
+            if (screening := self._screening[key[0]]) is not None:
+                yield key, screening.screen(entry.state)
 
     def items(self) -> Iterator[tuple[Key, Entry]]:
         return iter(list(self._entries.items()))

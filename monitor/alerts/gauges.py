@@ -8,16 +8,33 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable
+from typing import Protocol
 
 from prometheus_client import Gauge
 
 from monitor.alerts.rule import Rule
-from monitor.telemetry import Telemetry
+from monitor.evidence import BLIND_TEXT
+from monitor.telemetry import RateLimitedLog, Telemetry
 
 # The engine's logger: what users filter on is one name for the engine's lines.
 log = logging.getLogger("monitor.alerts.engine")
 
 EVICTIONS_LOGGED_EVERY_S = 60.0
+# A line when a rule's screen flags senders, at most once an hour per rule, service and set.
+_flagged_log = RateLimitedLog(log, 3600.0)
+
+
+class SenderScreen(Protocol):
+    """What a kind's sender screen tells (`monitor.evidence.Senders`)."""
+
+    @property
+    def flagged(self) -> frozenset[str]:
+        """The sender keys it flags now."""
+        ...
+
+    def blind(self) -> str | None:
+        """Why it cannot screen now (None: it can)."""
+        ...
 
 
 class AlertGauges:
@@ -45,6 +62,10 @@ class AlertGauges:
         self._cohort_samples = gauge("alert_cohort_samples")
         self._budget_remaining = gauge("slo_error_budget_remaining")
         self._burn_rate = gauge("slo_burn_rate")
+        self._flagged = gauge("alert_senders_flagged")
+        self._blind = gauge("alert_sender_screen_blind")
+        # (service, rule) whose screen was said to be blind (`screen`: once each).
+        self._blind_said: set[tuple[str, str]] = set()
         self.entries_dropped = telemetry.counter("alert_state_entries_dropped")
         self.baselines_started = telemetry.counter("alert_baselines_started")
         self._evaluation_duration = telemetry.histogram("alert_evaluation_duration_seconds")
@@ -91,6 +112,43 @@ class AlertGauges:
 
     def burn_rate(self, service: str, rule: str, window: str, samples: int, burn: float) -> None:
         _set_or_remove(self._burn_rate, samples, burn, service, rule, window)
+
+    def screen(self, service: str, rule: str, screen: SenderScreen) -> None:
+        """A regression rule's sender screen: how many senders it flags, and why it cannot
+        screen (a line when it flags senders, and the first time a service's cannot)."""
+        flagged, blind = screen.flagged, screen.blind()
+        self._flagged.labels(service, rule).set(len(flagged))
+        for reason in BLIND_TEXT:
+            if reason == blind:
+                self._blind.labels(service, rule, reason).set(1)
+            else:
+                try:
+                    self._blind.remove(service, rule, reason)
+                except KeyError:
+                    pass
+        if flagged:
+            shown = ", ".join(repr(key) for key in sorted(flagged))
+            _flagged_log.log(
+                f"{rule} flagged {service} {shown}",
+                logging.WARNING,
+                "alert %s for %s: the sender screen flags %s (their verdicts stand apart "
+                "from the other senders': expected at their own clean rate, left out of the "
+                "baseline and of the Where; listed on /alerts)",
+                rule,
+                service,
+                shown,
+            )
+        if blind is not None and (service, rule) not in self._blind_said:
+            self._blind_said.add((service, rule))
+            log.warning(
+                "alert %s for %s: the sender screen cannot tell this service's senders "
+                "apart (%s): %s; a forger sending through the same address is not screened "
+                "(alert_sender_screen_blind says while it lasts; said once per service)",
+                rule,
+                service,
+                blind,
+                BLIND_TEXT[blind],
+            )
 
     def forget_service(self, service: str) -> None:
         for gauge in self._per_service:

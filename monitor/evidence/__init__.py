@@ -28,7 +28,7 @@ from monitor.evidence.history import LONG_LEVEL_FACTOR, Expectation, History, hi
 from monitor.evidence.judging import Judging
 from monitor.evidence.level import Level
 from monitor.evidence.overlap import Overlap
-from monitor.evidence.senders import Senders, screen_bytes
+from monitor.evidence.senders import BLIND_TEXT, Senders, screen_bytes
 from monitor.evidence.sequential import Bets, SequentialTest, bets
 from monitor.evidence.shadow import Shadow
 from monitor.evidence.stats import (
@@ -50,6 +50,7 @@ from monitor.evidence.window import (
 )
 
 __all__ = [
+    "BLIND_TEXT",
     "DEFAULT_BUCKETS",
     "LONG_LEVEL_FACTOR",
     "NOTHING",

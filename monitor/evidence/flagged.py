@@ -6,12 +6,20 @@ left out as they are out of kappa's; the rate judged holds every verdict, a flag
 sender's too. So the expectation is a mix at the flagged senders' share of the verdicts
 sent over the current window (`Sent`): the screened level and season for the rest, and for
 the flagged share, their own clean rate at this hour of the day as the history holds it
-(`FlaggedRates`; an hour they were never seen clean in, the highest of their hourly rates,
-as a young history's hours are). A forger that fails at 03:00 every day is expected to at
-03:00 while it sends, and teaches nothing once it stops; a flagged sender that passes for
-days leaves the level the honest senders' when it goes quiet; a canary, flagged as its
-rate rises, is expected at its rate from before the rise (a rise is held out of the clean
-verdicts), so its rise pages.
+(`FlaggedRates`). An hour of the day they were never seen clean in (others were) is
+expected at what they send in that hour now (`History._flagged_rate`), never at a rate of
+other hours; with no clean verdict of theirs at all, at the screened level: a
+forger that fails in every other hour, its failing hours held out as rises, would
+otherwise be expected at its passing hours' rate and page each failing hour. A forger that
+fails at 03:00 every day is expected to at 03:00 while it sends, and teaches nothing once
+it stops; a flagged sender that passes for days leaves the level the honest senders' when
+it goes quiet; a canary, flagged as its rate rises, is expected at its rate of that hour
+from before the rise (a rise is held out of the clean verdicts), so its rise pages.
+
+A window of verdicts spans hours, and the rate judged lags the hour's: at 02:00 the window
+still holds 01:00's verdicts. What a window holds is compared with the flagged senders'
+rates of the hours it was sent in (`History.window_offset`), so a page does not resolve
+when a forger passes into its failing hour while the rate is still risen.
 """
 
 from __future__ import annotations
@@ -36,16 +44,21 @@ class FlaggedRates:
     hours: tuple[tuple[float, float], ...] = ()
     by_hour: bool = True
 
+    @property
+    def seen(self) -> bool:
+        """Whether any clean verdict of flagged senders is held."""
+        return any(n > 0 for n, _ in self.hours)
+
     def rate(self, index: int) -> tuple[float, float] | None:
         """(rate, its variance) expected of flagged senders in bucket `index` (None: no
-        clean verdict of theirs held)."""
+        clean verdict of theirs held in that hour of the day, or at all)."""
         seen = [(n, d) for n, d in self.hours if n > 0]
         if not seen:
             return None
         if self.by_hour:
             n, d = self.hours[index % DAY_HOURS]
             if n <= 0:
-                n, d = max(seen, key=lambda s: s[1] / s[0])
+                return None
         else:
             n, d = sum(s[0] for s in seen), sum(s[1] for s in seen)
         rate = d / n
@@ -80,6 +93,15 @@ class Sent:
         """Flagged senders' share of the verdicts sent over the window ending at `t`."""
         n, flagged = self._window.totals(t)
         return min(1.0, flagged / n) if n > 0 else 0.0
+
+    def sent_at(self, t: float) -> list[tuple[float, float]]:
+        """(when, verdicts of flagged senders) of each slice of the window ending at `t`
+        that holds any (when: the slice's start)."""
+        self._window.totals(t)
+        width = self._window.width
+        return [
+            (index * width, flagged) for index, _, flagged, _ in self._window.slices() if flagged
+        ]
 
     def saved(self) -> list[SliceCounts]:
         return self._window.slices()

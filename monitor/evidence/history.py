@@ -128,12 +128,17 @@ class History(Buckets):
         self._sent = Sent(window_s)
         self._flagged = FlaggedRates()
 
+    @property
+    def senders(self) -> Senders:
+        """The sender screen: who it flagged, and whether it can screen (`Senders.blind`)."""
+        return self._senders
+
     def sent(self, t: float, sender: str | None, moments: Moments, *, solo: bool) -> None:
         """Verdicts of `sender` that arrived at `t` (`solo`: without a conversation), for
         the screen; a bucket leaving it keeps what its flagged senders sent."""
         if moments.samples <= 0:
             return
-        self._sent.add(t, moments.samples, self._senders.flags_sent(sender))
+        self._sent.add(t, moments.samples, self._senders.flags(sender))
         retired = self._senders.add(
             self.bucket(t), sender, moments.samples, moments.defects, moments.squares, solo
         )
@@ -203,7 +208,7 @@ class History(Buckets):
         units = level.error_units * profile.excess
         se2 = variance * (units / (level.samples * level.samples)) + offset_var + profile.wander
         if mix:
-            mean, se2 = mixed(mean, se2, self._sent.share(t), self._flagged.rate(index))
+            mean, se2 = mixed(mean, se2, self._sent.share(t), self._flagged_rate(index))
             variance = self._variance(mean, level.variance)
         design = max(1.0, units / level.samples)
         return Expectation(
@@ -217,6 +222,37 @@ class History(Buckets):
             profile.rho_bound,
             profile.excess,
         )
+
+    def _flagged_rate(self, index: int) -> tuple[float, float] | None:
+        """(rate, its variance) expected of flagged senders in bucket `index`: their clean
+        rate at that hour of the day; an hour never seen clean, what they sent in the
+        bucket so far (`flagged.py`); None: no clean verdict of theirs is held at all (a
+        sender flagged from its first verdicts is expected at the screened level, as a new
+        pod of a broken version must page), or nothing of theirs in the bucket."""
+        known = self._flagged.rate(index)
+        if known is not None or not self._flagged.seen:
+            return known
+        sent = self._senders.flagged_at(index)
+        if sent is None or sent[0] <= 0:
+            return None
+        rate = min(1.0, max(0.0, sent[1] / sent[0]))
+        return rate, rate * (1.0 - rate) / sent[0]
+
+    def window_offset(self, t: float) -> float:
+        """How much more the verdicts of the window ending at `t` are expected to hold
+        than the expectation at `t` says (`flagged.py`): flagged senders' verdicts of each
+        slice at the rate of the hour they were sent in, not at `t`'s hour's."""
+        share = self._sent.share(t)
+        now = self._flagged_rate(self.bucket(t))
+        if share <= 0 or now is None:
+            return 0.0
+        total = expected = 0.0
+        for when, flagged in self._sent.sent_at(t):
+            rate = self._flagged_rate(self.bucket(when))
+            if rate is not None:
+                total += flagged
+                expected += flagged * rate[0]
+        return share * (expected / total - now[0]) if total > 0 else 0.0
 
     def _unseasoned(self, t: float, recent: Level, profile: Profile) -> Expectation | None:
         """Before the first complete day, what the hours seen so far allow: the highest of

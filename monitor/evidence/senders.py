@@ -2,7 +2,8 @@
 that keeps one sender's forged verdicts out of what a regression rule measures of its
 own dispersion (`history.History`).
 
-A sender (`monitor.records.sender`: the client's address and `service.instance.id`) that
+A sender (`monitor.records.sender_key`: the client's address, the `service.instance.id`
+and a digest of the resource's attributes) that
 sends a share of a service's verdicts all failing in one hour and all passing in the next
 leaves the service's rate as it was and makes its hours swing: the dispersion of verdicts
 without a conversation (`kappa`) and the clustering nobody declared (`excess`) follow,
@@ -13,8 +14,9 @@ within one bucket each sender's rate is the others' up to its own noise.
 receiver saw (OTLP over HTTP and gRPC) comes first: the senders screened against each other
 are addresses, all instance ids sent from one address counted as that address's, so that a
 forger that writes a new `service.instance.id` every few hours is still one sender. Within
-one address (a collector or a gateway all traffic passes), its instance ids are screened
-against each other too (the refinement). A key with no address (a record given as a
+one address (a collector or a gateway all traffic passes), its keys are screened against
+each other too (the refinement): the instance id and the resource's digest tell apart apps
+that set no id; keys with the same resource cannot be told apart and are one sender. A key with no address (a record given as a
 record, Kafka's records, which carry no client address; a unix socket's path) is its own
 sender: there the sender chooses its key, and only the judging of a new key from its
 first buckets stands against a forger that changes it.
@@ -27,7 +29,8 @@ mean `z^2` over the buckets it sent in. Honest senders' indexes are about the de
 effect of their own conversations, the same for all of them; a sender is **flagged** when
 its index is more than `flag_bar(k)` times the volume-weighted median of the indexes (the
 median taken as 1 at least) over the `k` buckets it sent in, and it sent less than half of
-the screened verdicts (the service is what most of it sends). `flag_bar(k)` is
+the screened verdicts (the service is what most of it sends; a sender holding more than half of a bucket is that
+bucket's reference, its deviation 0). `flag_bar(k)` is
 the larger of `FLAG_RATIO` (six buckets and more) and the bar the mean of `k` honest `z^2`
 passes with probability `FIRST_BUCKETS_P` (fewer), so a new key is judged
 from its first bucket rather than after hours of forging. A flagged sender's verdicts still
@@ -35,11 +38,20 @@ count in the rate judged; they are left out of the level's, the season's, kappa'
 excess's inputs, and expected at their own rate while they send (`History`, `flagged.py`). A sender that stays under the flag moves kappa by at most about its share
 times `FLAG_RATIO` times the honest senders' index.
 
-The assumptions: one service's senders write under few sender keys at a time (the screen
-follows `MAX_SENDERS` of them, a key idle over the screen's buckets giving its place up;
-past that, a new key of an address followed is counted as the address alone, at most one
-more key per followed key, and the others are screened together as one); a service with one sender has no one to compare it with (nothing is
-flagged).
+**Keys that keep sending**: a key is followed once it sent `ADMIT_VERDICTS` (a
+Misra-Gries count of `MAX_CANDIDATES` keys not followed yet); until then its verdicts are
+counted in its address's pool (the address alone; `REST` for a key of no address), a
+sender of the screen. A forger that writes a new instance id into every trace is screened
+as its address's pool. `MAX_SENDERS` keys are followed; a key idle over the screen's
+buckets gives its place up, and a key that sent more than the unflagged followed key that
+sent least over the newest `RECENT_BUCKETS` takes its place, the old key's buckets joining
+its address's retired row (`_retired`), screened as one sender: honest pods that take new
+ids in a rolling deploy stay the reference their next generation is compared with.
+
+**When it cannot screen** (`blind`): one key holds nearly all the verdicts (one address,
+and nothing beneath it differs), or most were counted in a pool in place of keys of their
+own. The assumptions: one service's senders write under few steady keys at a time; a
+service with one sender has no one to compare it with (nothing is flagged).
 """
 
 from __future__ import annotations
@@ -55,6 +67,27 @@ from monitor.evidence.window import saved_number
 
 SCREEN_BUCKETS = 24
 MAX_SENDERS = 16
+# Rows a screen holds at most: the keys followed, their addresses' pools and retired rows
+# (the keys that gave their places up), `REST` and the retired row of no address.
+MAX_ROWS = 3 * MAX_SENDERS + 2
+# Keys not followed yet, and about how many verdicts each sent (`Senders._candidate`).
+MAX_CANDIDATES = 4 * MAX_SENDERS
+# Verdicts a key sends before the screen follows it as a sender of its own.
+ADMIT_VERDICTS = 8.0
+# Buckets a key's place is weighed by when a new key wants it (`Senders._place`).
+RECENT_BUCKETS = 2
+# Why a screen cannot tell a history's senders apart (`Senders.blind`).
+ONE_SENDER = "one_sender"
+FULL = "full"
+# What each reason means, as a log line says it.
+BLIND_TEXT = {
+    ONE_SENDER: "every verdict comes under one sender key (one client address, and nothing "
+    "the spans carry beneath it, instance id or resource attributes, differs between senders)",
+    FULL: "most verdicts come under keys the screen cannot follow (more senders than it "
+    "follows, or a new instance id in every trace), counted together as their address",
+}
+# The share of the screen's verdicts one key holds when the others are too few to judge it by.
+ONE_SENDER_SHARE = 0.99
 FLAG_RATIO = 4.0
 # How often an honest sender's first buckets pass their bar (`flag_bar`).
 FIRST_BUCKETS_P = 1e-3
@@ -81,25 +114,26 @@ class Senders:
     `screen` flagged."""
 
     def __init__(self) -> None:
+        # The keys followed, their addresses' pools (the address alone) and `REST`.
         self._sums: dict[str, array[float]] = {}
         self._index = array("q", [-1] * SCREEN_BUCKETS)
         self.flagged: frozenset[str] = frozenset()
         # The addresses the last `screen` flagged as a whole.
         self._flagged_addresses: frozenset[str] = frozenset()
+        # Keys not followed yet: about how many verdicts each sent (`_candidate`).
+        self._candidates: dict[str, float] = {}
+        # Each bucket's verdicts counted in a pool or `REST` in place of a key of their own.
+        self._pooled = array("d", bytes(8 * SCREEN_BUCKETS))
 
-    def flags(self, sender: str) -> bool:
-        """Whether the last `screen` flagged `sender` (its key as kept)."""
-        return sender[:MAX_KEY_CHARS] in self.flagged
-
-    def flags_sent(self, sender: str | None) -> bool:
-        """Whether verdicts of `sender` arriving now are a flagged sender's: its key was
-        flagged, or its address as a whole was (a key new since the last `screen`)."""
-        key = REST if sender is None else sender[:MAX_KEY_CHARS]
-        if key in self.flagged:
-            return True
-        if not self._flagged_addresses:
-            return False
+    def flags(self, sender: str | None) -> bool:
+        """Whether verdicts of `sender` arriving now are a flagged sender's: the key they
+        are counted under was flagged (their own, or their address's pool while their key
+        is not followed), or their address as a whole was."""
+        key = _key_of(sender)
         address = address_of(key)
+        counted = key if key in self._sums else (address or REST)
+        if counted in self.flagged:
+            return True
         return address is not None and address in self._flagged_addresses
 
     def add(
@@ -122,13 +156,15 @@ class Senders:
         if held != index:
             out = self._retire(slot)
             self._index[slot] = index
-        key = REST if sender is None else sender[:MAX_KEY_CHARS]
+        key = _key_of(sender)
         sums = self._sums.get(key)
         if sums is None:
-            key = self._place(key)
-            sums = self._sums.get(key)
+            placed = self._place(key, samples)
+            if placed != key:
+                self._pooled[slot] += samples
+            sums = self._sums.get(placed)
             if sums is None:
-                sums = self._sums[key] = _empty()
+                sums = self._sums[placed] = _empty()
         row = slot * FIELDS
         sums[row + _N] += samples
         sums[row + _D] += defects
@@ -149,28 +185,125 @@ class Senders:
         for sums in self._sums.values():
             for k in range(FIELDS):
                 sums[row + k] = 0.0
+        self._pooled[slot] = 0.0
         return index, flagged
 
-    def _place(self, key: str) -> str:
-        """Where a key not followed yet is counted: itself while the screen follows fewer
-        than `MAX_SENDERS` keys (idle ones forgotten); else its address alone, where the
-        screen follows another key of that address; else `REST`."""
-        if len(self._sums) >= MAX_SENDERS:
-            for idle in [k for k, sums in self._sums.items() if not any(sums)]:
-                del self._sums[idle]
-        if len(self._sums) < MAX_SENDERS:
+    def _place(self, key: str, samples: float) -> str:
+        """Where verdicts of a key not followed yet are counted: the key itself once it
+        sent `ADMIT_VERDICTS` and the screen follows fewer than `MAX_SENDERS` keys (idle
+        ones forgotten), or it sent more than the lightest key followed (which leaves its
+        place, its buckets joining its pool); else its pool (`_pool`). So a sender that
+        writes a new key into every trace is screened as its address's pool, and honest
+        pods that take new keys in a rolling deploy are followed again within minutes."""
+        pool = self._pool(key)
+        if key == pool:
             return key
+        count = self._candidate(key, samples)
+        if count < ADMIT_VERDICTS:
+            return pool
+        followed = [k for k in self._sums if _is_followed(k)]
+        if len(followed) >= MAX_SENDERS:
+            for idle in [k for k in followed if not any(self._sums[k])]:
+                del self._sums[idle]
+            followed = [k for k in self._sums if _is_followed(k)]
+        if len(followed) >= MAX_SENDERS:
+            movable = [k for k in followed if k not in self.flagged]
+            if not movable:
+                return pool
+            lightest = min(movable, key=self._recent)
+            if self._recent(lightest) >= count:
+                return pool
+            self._retire_key(lightest)
+        self._candidates.pop(key, None)
+        return key
+
+    def _pool(self, key: str) -> str:
+        """Where a key's verdicts are counted while it is not followed: its address alone
+        (at most `MAX_SENDERS` addresses' pools, idle ones forgotten); else `REST`."""
         address = address_of(key)
-        if address is not None and any(address_of(k) == address for k in self._sums):
+        if address is None:
+            return REST
+        if address in self._sums:
             return address
-        return REST
+        pools = [k for k in self._sums if k != REST and _is_pool(k)]
+        if len(pools) >= MAX_SENDERS:
+            for idle in [k for k in pools if not any(self._sums[k])]:
+                del self._sums[idle]
+            pools = [k for k in self._sums if k != REST and _is_pool(k)]
+        return address if len(pools) < MAX_SENDERS else REST
+
+    def _candidate(self, key: str, samples: float) -> float:
+        """About how many verdicts `key` sent while not followed: a Misra-Gries summary of
+        `MAX_CANDIDATES` keys, so keys that each send a trace or two are forgotten while
+        a sender's steady key reaches `ADMIT_VERDICTS` (0: not held)."""
+        held = self._candidates
+        if key in held:
+            held[key] += samples
+            return held[key]
+        if len(held) >= MAX_CANDIDATES:
+            cut = min(samples, min(held.values()))
+            for k in list(held):
+                held[k] -= cut
+                if held[k] <= 0:
+                    del held[k]
+            samples -= cut
+        if samples > 0 and len(held) < MAX_CANDIDATES:
+            held[key] = samples
+            return samples
+        return 0.0
+
+    def _recent(self, key: str) -> float:
+        """What `key` sent in the newest `RECENT_BUCKETS` buckets."""
+        newest = max(self._index)
+        sums = self._sums[key]
+        return sum(
+            sums[slot * FIELDS + _N]
+            for slot, index in enumerate(self._index)
+            if index > newest - RECENT_BUCKETS
+        )
+
+    def _retire_key(self, key: str) -> None:
+        """`key` stops being followed, its place taken by a key that sends more now: its
+        buckets join its address's retired row (`_retired`), screened as one sender: the
+        older generations of pods that take new keys in a rolling deploy stay the honest
+        reference the newer ones are compared with."""
+        sums = self._sums.pop(key)
+        retired = _retired(address_of(key))
+        into = self._sums.get(retired)
+        if into is None:
+            for idle in [k for k, row in self._sums.items() if k.endswith("/") and not any(row)]:
+                del self._sums[idle]
+            if sum(k.endswith("/") for k in self._sums) >= MAX_SENDERS:
+                retired = _retired(None)
+            into = self._sums.get(retired)
+            if into is None:
+                into = self._sums[retired] = _empty()
+        for i, value in enumerate(sums):
+            into[i] += value
+
+    def blind(self) -> str | None:
+        """Why the screen cannot tell this history's senders apart now (None: it can, or
+        nothing was sent): `ONE_SENDER`, one key holds `ONE_SENDER_SHARE` of the screen's
+        verdicts (one address, and nothing its senders send beneath it differs); `FULL`,
+        half the verdicts or more were counted in a pool or `REST` in place of keys of
+        their own (more keys than the screen follows, or keys that each send a trace or
+        two)."""
+        slots = [slot for slot, index in enumerate(self._index) if index >= 0]
+        volumes = [sum(sums[slot * FIELDS + _N] for slot in slots) for sums in self._sums.values()]
+        total = sum(volumes)
+        if total <= 0:
+            return None
+        if 2 * sum(self._pooled[slot] for slot in slots) >= total:
+            return FULL
+        return ONE_SENDER if max(volumes) >= ONE_SENDER_SHARE * total else None
 
     def _flagged_in(self, slot: int) -> Flagged:
         row = slot * FIELDS
         n = d = sn = sd = total = 0.0
+        whole = self._flagged_addresses
         for key, sums in self._sums.items():
             total += sums[row + _N]
-            if key in self.flagged:
+            if key in self.flagged or (whole and address_of(key) in whole):
                 n += sums[row + _N]
                 d += sums[row + _D]
                 sn += sums[row + _SN]
@@ -195,7 +328,8 @@ class Senders:
         against each other, then the keys of one address against each other."""
         by_address: dict[str, list[str]] = {}
         for key in self._sums:
-            by_address.setdefault(address_of(key) or key, []).append(key)
+            group = address_of(key) or (REST if key.endswith("/") else key)
+            by_address.setdefault(group, []).append(key)
         grouped = {
             address: self._sums[keys[0]] if len(keys) == 1 else _total(self._sums, keys)
             for address, keys in by_address.items()
@@ -230,6 +364,11 @@ class Senders:
             ordered = sorted(present, key=lambda p: p[2])
             for key, n, x in present:
                 volume[key] += n
+                if 2 * n > n_all:
+                    # Most of the bucket: the reference the others stand apart from, not
+                    # one of them (with two senders, the one that differs is the smaller).
+                    scores[key].append(0.0)
+                    continue
                 others = [p for p in ordered if p[0] != key]
                 median, n_median = _weighted_median(others)
                 scores[key].append((x - median) ** 2 / (variance * (1 / n + 1 / n_median)))
@@ -274,10 +413,8 @@ class Senders:
                 raise TypeError("senders: an index is not an integer")
             if i != -1 and (i < 0 or i % SCREEN_BUCKETS != slot):
                 raise ValueError("senders: an index is not of its slot")
-        if not isinstance(senders, dict) or len(senders) > 2 * MAX_SENDERS + 1:
-            raise ValueError(
-                f"senders: not an object of at most {2 * MAX_SENDERS} senders and the rest"
-            )
+        if not isinstance(senders, dict) or len(senders) > MAX_ROWS:
+            raise ValueError(f"senders: not an object of at most {MAX_ROWS} senders")
         sums_of: dict[str, array[float]] = {}
         for key, rows in senders.items():
             if not isinstance(key, str) or len(key) > MAX_KEY_CHARS:
@@ -298,6 +435,8 @@ class Senders:
             sums_of[key] = sums
         self._index = array("q", index)
         self._sums = sums_of
+        self._candidates = {}
+        self._pooled = array("d", bytes(8 * SCREEN_BUCKETS))
         self.screen()
 
 
@@ -310,6 +449,27 @@ def address_of(key: str) -> str | None:
     except ValueError:
         return None
     return head
+
+
+def _key_of(sender: str | None) -> str:
+    """The key `sender`'s verdicts are screened under: cut to `MAX_KEY_CHARS`, without a
+    trailing `/` (which marks a retired row: a record's own metadata cannot write one)."""
+    return REST if sender is None else sender[:MAX_KEY_CHARS].rstrip("/")
+
+
+def _is_pool(key: str) -> bool:
+    """Whether `key` is where keys not followed are counted: an address alone, or `REST`."""
+    return key == REST or address_of(key) == key
+
+
+def _retired(address: str | None) -> str:
+    """The row of an address's keys that gave their places up (a key ending in `/`, which
+    `monitor.records.sender_key` never writes)."""
+    return f"{address or ''}/"
+
+
+def _is_followed(key: str) -> bool:
+    return not key.endswith("/") and not _is_pool(key)
 
 
 def flag_bar(buckets: int) -> float:
@@ -348,6 +508,8 @@ def _weighted_median(points: list[tuple[str, float, float]]) -> tuple[float, flo
 
 
 def screen_bytes(row_overhead: int) -> int:
-    """The most bytes a `Senders` takes: its senders and `REST`, each a key of up to
-    `MAX_KEY_CHARS` and its buckets' sums, each row with `row_overhead` bytes beside."""
-    return (MAX_SENDERS + 1) * (MAX_KEY_CHARS + 8 * FIELDS * SCREEN_BUCKETS + row_overhead)
+    """The most bytes a `Senders` takes: its senders, their addresses' pools and `REST`,
+    each a key of up to `MAX_KEY_CHARS` and its buckets' sums, and its candidates, each a
+    key and a count; each row with `row_overhead` bytes beside."""
+    rows = MAX_ROWS * (MAX_KEY_CHARS + 8 * FIELDS * SCREEN_BUCKETS + row_overhead)
+    return rows + MAX_CANDIDATES * (MAX_KEY_CHARS + 8 + row_overhead)

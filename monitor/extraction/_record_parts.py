@@ -43,8 +43,11 @@ from monitor.records import (
     CONTEXT_SOURCE,
     EXTRACTION_SUSPECT,
     INSTANCE_ID,
+    RESOURCE,
     USER_ID,
     RagRecord,
+    resource_digest,
+    sender_key,
 )
 from monitor.records.where import MAX_CHARS
 from monitor.shared.labels import bounded_label
@@ -353,10 +356,9 @@ def build_record(
     else:
         key = (str(common.get("service") or ""), str(common.get("route") or ""))
         # The template's sender as the sender screen keys it (`monitor.records.sender`):
-        # the address the receiver saw, which a forger does not choose, then the instance id.
-        instance = span.resource.get(INSTANCE_ID)
-        parts = (address, instance if isinstance(instance, str) else None)
-        sender = "/".join(p for p in parts if p)
+        # the address the receiver saw, which a forger does not choose, then the instance
+        # id and the resource's digest.
+        sender = sender_key(address, _instance(span), resource_digest(span.resource)) or ""
         context = context_of(retrievals, answer, trace_spans, key, query, sender)
         query = context.query or query
     docs = context.docs
@@ -423,9 +425,11 @@ def build_record(
         if source is not None and isinstance(source.attributes.get(USER_ID), str):
             metadata[USER_ID] = source.attributes[USER_ID]
             break
-    instance = span.resource.get(INSTANCE_ID)
-    if isinstance(instance, str) and instance:
-        metadata[INSTANCE_ID] = bounded_label(instance, MAX_CHARS)
+    instance = _instance(span)
+    if instance:
+        metadata[INSTANCE_ID] = instance
+    if span.resource:
+        metadata[RESOURCE] = resource_digest(span.resource)
     return RagRecord.model_validate(
         {
             **common,
@@ -453,3 +457,9 @@ def build_record(
             "metadata": metadata,
         }
     )
+
+
+def _instance(span: Span) -> str | None:
+    """The resource's `service.instance.id`, cut like a label (None: none)."""
+    instance = span.resource.get(INSTANCE_ID)
+    return bounded_label(instance, MAX_CHARS) if isinstance(instance, str) and instance else None

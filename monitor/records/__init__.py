@@ -98,10 +98,13 @@ CONTEXT_SOURCES = (
     "none",  # no context
 )
 # `metadata` keys: who sent the record's spans, as far as the monitor can tell: the OTLP
-# client's address (set by the receiver, no port), and the resource's
-# `service.instance.id` (set by the extraction, cut like a label). `sender` joins them.
+# client's address (set by the receiver, no port), the resource's `service.instance.id`
+# (set by the extraction, cut like a label), and a digest of all the resource's
+# attributes (`resource_digest`: what tells apart apps behind one collector that set no
+# instance id). `sender` joins them.
 CLIENT_ADDRESS = "client.address"
 INSTANCE_ID = "service.instance.id"
+RESOURCE = "sender.resource"
 # `metadata` key: the user's id, from the span's `user.id` (cut like a label).
 USER_ID = "user.id"
 # `metadata` key: the topic of the record's question (`monitor.detector.topics`), set where
@@ -194,11 +197,34 @@ class RagRecord(BaseModel):
 
 
 def sender(record: RagRecord) -> str | None:
-    """Who sent `record`: its client's address, then its `service.instance.id` after a `/`
-    (`10.0.0.7/pod-7f9c`; either alone when the other is not known; None: neither is, as
-    for records given as records and Kafka's)."""
-    parts = [p for k in (CLIENT_ADDRESS, INSTANCE_ID) if (p := record.metadata.get(k))]
-    return "/".join(parts) or None
+    """Who sent `record` (`sender_key` of its metadata)."""
+    metadata = record.metadata
+    return sender_key(
+        metadata.get(CLIENT_ADDRESS), metadata.get(INSTANCE_ID), metadata.get(RESOURCE)
+    )
+
+
+def sender_key(address: str | None, instance: str | None, resource: str | None) -> str | None:
+    """A sender's key: the client's address, then after a `/` its `service.instance.id` and
+    its resource's digest after a `~` (`10.0.0.7/pod-7f9c~3fa9c2d1e0b4`,
+    `10.0.0.7/~3fa9c2d1e0b4` without an id; any part alone when the others are not known;
+    None: none is, as for records given as records and Kafka's)."""
+    own = (instance or "") + (f"~{resource}" if resource else "")
+    return "/".join(p for p in (address, own) if p) or None
+
+
+def resource_digest(resource: Mapping[str, Any]) -> str:
+    """A short digest of every attribute of a span's resource, names and values: senders
+    behind one collector that write no instance id differ in what their SDKs and resource
+    detectors add (host, process, SDK, runtime, a collector's pod attributes), whichever
+    those are; senders whose resources are the same cannot be told apart."""
+    h = hashlib.blake2b(digest_size=6)
+    for name in sorted(resource):
+        h.update(name.encode("utf-8", "replace"))
+        h.update(b"\x00")
+        h.update(repr(resource[name]).encode("utf-8", "replace"))
+        h.update(b"\x01")
+    return h.hexdigest()
 
 
 _NATIVE_KEYS = frozenset(RagRecord.model_fields) | {"request"}

@@ -18,7 +18,13 @@ from monitor.alerts import AlertEngine
 from monitor.alerts.rule import Origin
 from monitor.component import Evaluated
 from monitor.evidence import History, Moments
-from monitor.evidence.senders import MAX_SENDERS, SCREEN_BUCKETS, Senders
+from monitor.evidence.senders import (
+    ADMIT_VERDICTS,
+    MAX_ROWS,
+    MAX_SENDERS,
+    SCREEN_BUCKETS,
+    Senders,
+)
 from monitor.records import CLIENT_ADDRESS, INSTANCE_ID, RagRecord
 from monitor.telemetry import create_telemetry
 from tests.alerts.honest_pods import FORGER, PODS, RATE, RULE, START, count_honest
@@ -113,18 +119,27 @@ def test_honest_senders_change_nothing_the_history_measures(seed: int) -> None:
 
 def test_a_records_sender_reaches_the_regression_history() -> None:
     """`emit` takes a record's sender (`monitor.records.sender`) to the rule's history,
-    which keeps it across a restart."""
+    which keeps it across a restart: a key followed once it sent `ADMIT_VERDICTS`, its
+    first verdicts counted as its address's, as a key that sends one trace is."""
     now = START
     engine = AlertEngine([RULE], create_telemetry(), clock=lambda: now)
-    for k, (address, instance) in enumerate([("10.0.0.7", "pod-7f9c"), ("10.0.0.8", None)]):
+    senders = [("10.0.0.7", "pod-7f9c", int(ADMIT_VERDICTS)), ("10.0.0.8", None, 1)]
+    senders.append(("10.0.0.9", "sprayed", 1))
+    for address, instance, records in senders:
         metadata = {CLIENT_ADDRESS: address} | ({INSTANCE_ID: instance} if instance else {})
-        record = RagRecord(request_id=f"r{k}", service="shop", metadata=metadata)
-        engine.emit(
-            [Evaluated(record, {"local_groundedness": verdict("local_groundedness", True)})]
-        )
+        for k in range(records):
+            record = RagRecord(request_id=f"{address}-{k}", service="shop", metadata=metadata)
+            engine.emit(
+                [Evaluated(record, {"local_groundedness": verdict("local_groundedness", True)})]
+            )
     saved = engine.snapshot()
     history = saved["regression"]["services"]["shop"][""]["state"]["history"]
-    assert set(history["senders"]["senders"]) == {"10.0.0.7/pod-7f9c", "10.0.0.8"}
+    assert set(history["senders"]["senders"]) == {
+        "10.0.0.7",
+        "10.0.0.7/pod-7f9c",
+        "10.0.0.8",
+        "10.0.0.9",
+    }
     restored = AlertEngine([RULE], create_telemetry(), clock=lambda: now)
     restored.restore(saved)
     assert restored.snapshot() == saved
@@ -136,7 +151,7 @@ def test_the_screen_follows_a_bounded_number_of_senders() -> None:
     for k in range(MAX_SENDERS + 10):
         screen.add(0, f"10.0.0.{k}", 1, 0, 0, solo=True)
     assert len(screen.snapshot()["senders"]) == MAX_SENDERS + 1
-    screen.add(SCREEN_BUCKETS, "late", 1, 0, 0, solo=True)  # bucket 0 leaves the screen
+    screen.add(SCREEN_BUCKETS, "late", ADMIT_VERDICTS, 0, 0, solo=True)  # bucket 0 leaves
     assert set(screen.snapshot()["senders"]) == {"late"}
 
 
@@ -151,7 +166,7 @@ NO_BUCKETS = [-1] * SCREEN_BUCKETS
         {"index": NO_BUCKETS, "senders": {"a": [[0, -1, 0, 0, 0, 0]]}},
         {"index": NO_BUCKETS, "senders": {"a": [[0, math.nan, 0, 0, 0, 0]]}},
         {"index": NO_BUCKETS, "senders": {"a": [[0, 1, 0]]}},
-        {"index": NO_BUCKETS, "senders": {f"s{k}": [] for k in range(2 * MAX_SENDERS + 2)}},
+        {"index": NO_BUCKETS, "senders": {f"s{k}": [] for k in range(MAX_ROWS + 1)}},
         {"index": NO_BUCKETS, "senders": {"s" * 1000: []}},
         {"index": NO_BUCKETS[1:], "senders": {}},
         {"index": NO_BUCKETS},

@@ -17,7 +17,7 @@ from monitor.config import EvaluatorConfig, Judge
 from monitor.evaluators.revision import revision
 from monitor.extraction import TraceRecords
 from monitor.processors.evaluation._task import Batch, Job, Settings, build_scorer, run
-from monitor.records import CLIENT_ADDRESS, RagRecord, sender
+from monitor.records import CLIENT_ADDRESS, RESOURCE, RagRecord, sender
 from monitor.records.fingerprint import request_fingerprint
 from monitor.records.where import Where
 from monitor.spans import decode_protobuf
@@ -82,10 +82,12 @@ def test_the_task_merges_the_delivery_s_metadata_before_it_derives(
     are extracted, so the dimensions they carry name the sender: the ingest process copies
     no record and derives nothing."""
     record = _extracted({CLIENT_ADDRESS: "10.0.0.7"})
-    assert record.metadata[CLIENT_ADDRESS] == "10.0.0.7" == sender(record)
+    assert record.metadata[CLIENT_ADDRESS] == "10.0.0.7"
+    # The sender: the address, then the digest of the spans' resource (no instance id).
+    assert sender(record) == f"10.0.0.7/~{record.metadata[RESOURCE]}"
     assert record.memo.where is not None
     carried = record.memo.where[1]
-    assert isinstance(carried, Where) and carried.sender == "10.0.0.7"
+    assert isinstance(carried, Where) and carried.sender == sender(record)
     monkeypatch.setattr(Where, "_of", classmethod(lambda cls, r: pytest.fail("derived again")))
     assert Where.of(record) is carried
 

@@ -63,11 +63,15 @@ def test_debug_records_show_each_records_sender(tmp_path: Path) -> None:
             return {entry["query"]: entry["sender"] for entry in page["extracted"]}
 
         monitor.wait_for(lambda: len(shown()) == 3, what="the three records on the page")
-        assert shown() == {
+        # Each key ends in its resource's digest (`~` and 12 hex digits): the SDK's own
+        # attributes, so the three resources differ by their instance ids only.
+        senders = {query: (who or "").rpartition("~") for query, who in shown().items()}
+        assert {query: head for query, (head, _, _) in senders.items()} == {
             "Over HTTP, when does water boil?": "127.0.0.1/pod-1",
             "Over gRPC, when does water boil?": "127.0.0.1/pod-2",
-            "Without an instance, when does water boil?": "127.0.0.1",
+            "Without an instance, when does water boil?": "127.0.0.1/",
         }
+        assert all(len(digest) == 12 and int(digest, 16) >= 0 for _, _, digest in senders.values())
     finally:
         monitor.kill()
 

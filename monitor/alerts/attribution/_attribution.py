@@ -35,6 +35,10 @@ from monitor.telemetry import OVERFLOW, Telemetry
 SHOWN_TRACES = 5
 # The sender screen's bucket (`monitor.evidence.senders`): an hour, as the history's.
 SCREEN_BUCKET_S = 3600.0
+# How often the screen is run again within its bucket: a decoy new this hour is flagged
+# within minutes of its first verdicts, not once the hour is over, so its hour's verdicts
+# are out of the slices a later page compares (the Where is of screened verdicts).
+SCREEN_EVERY_S = 60.0
 # The reference of a rule without a baseline (absolute rules).
 DEFAULT_REFERENCE_S = 86_400.0
 # Slots per dimension held at once (version and route follow the pipeline's label caps).
@@ -129,10 +133,10 @@ class Attribution:
         if s is None:
             return
         flagged = self._screened(state, where.sender, n, x, q, now)
-        totals = state.totals
-        totals[3 * s] += n
-        totals[3 * s + 1] += x
-        totals[3 * s + 2] += q
+        for totals in (state.totals, state.flagged_totals) if flagged else (state.totals,):
+            totals[3 * s] += n
+            totals[3 * s + 1] += x
+            totals[3 * s + 2] += q
         held = []
         for d, value in enumerate(where.values):
             if not value:
@@ -166,13 +170,14 @@ class Attribution:
         state: Buckets, sender: str | None, n: float, x: float, q: float, now: float
     ) -> bool:
         """Counts verdicts of `sender` for the entry's screen (`monitor.evidence.senders`,
-        hourly buckets, screened as each begins); whether the screen flagged it."""
+        hourly buckets, screened every `SCREEN_EVERY_S`); whether the screen flagged it."""
         if sender is None:
             return False
         bucket = int(now // SCREEN_BUCKET_S)
-        if bucket > state.screen_bucket:
+        tick = int(now // SCREEN_EVERY_S)
+        if tick > state.screened_tick:
             state.screen.screen()
-            state.screen_bucket = bucket
+            state.screened_tick = tick
         state.screen.add(bucket, sender, n, x, q, solo=False)
         return state.screen.flags(sender)
 
@@ -276,6 +281,10 @@ class Attribution:
             return empty
         state.slot(now)
         fine = state.current_fine()
+        deff = state.design_effect()
+        screened = False
+        named: list[Slice] = []
+        tested, level = 0, 1.0
         if rule.cohort_by is not None:
             others = [o for k, o in self._keys.items() if k[:2] == key[:2] and k != key]
             for other in others:
@@ -288,21 +297,36 @@ class Attribution:
             # The rise's verdicts: at least what the page rests on and what the rule asks of
             # a window, so that a page on a few units still compares the values it holds.
             evidence = max(judgment.current.samples, rule.config.min_samples)
-            count = change_point(state, newest_first, evidence)
-            current, reference = newest_first[:count], newest_first[count:]
+            # The Where is of screened verdicts (a decoy's hour, flagged, neither starts
+            # the rise nor inflates the rest a slice is compared with); of all of them
+            # when nothing rises without flagged senders (a flagged canary's version).
+            for screened in (True, False) if any(state.flagged_totals) else (False,):
+                count = change_point(state, newest_first, evidence, screened=screened)
+                current, reference = newest_first[:count], newest_first[count:]
+                sides = ([(state, current)], [(state, reference)])
+                t1, t0 = (
+                    totals_of(sides[0], screened=screened),
+                    totals_of(sides[1], screened=screened),
+                )
+                if t1[0] <= 0:
+                    continue
+                named, tested, level = self._named(rule, sides, t1, t0, deff, screened)
+                if named:
+                    break
             since = state.start(current[-1])
-            sides = ([(state, current)], [(state, reference)])
-        t1, t0 = totals_of(sides[0]), totals_of(sides[1])
+        if rule.cohort_by is not None:
+            t1, t0 = totals_of(sides[0]), totals_of(sides[1])
+            if t1[0] > 0:
+                named, tested, level = self._named(rule, sides, t1, t0, deff, False)
         if t1[0] <= 0:
             return empty
-        deff = state.design_effect()
-        named, tested, level = self._named(rule, sides, t1, t0, deff)
         later: list[Slice] = []
         if rule.cohort_by is None:
             newest = self._newest(state, sides[0][0][1], rule, now)
             if newest < len(sides[0][0][1]):
                 recent: tuple[Side, Side] = ([(state, sides[0][0][1][:newest])], sides[1])
-                later = self._named(rule, recent, totals_of(recent[0]), t0, deff)[0]
+                t_recent = totals_of(recent[0], screened=screened)
+                later = self._named(rule, recent, t_recent, t0, deff, screened)[0]
         split = split_rise(rule, state.retrieval, sides, deff, self._interval)
         traces = self._traces(state, since, named[0] if named else None)
         links = (
@@ -331,10 +355,12 @@ class Attribution:
         t1: tuple[float, float, float],
         t0: tuple[float, float, float],
         deff: float,
+        screened: bool,
     ) -> tuple[list[Slice], int, float]:
         """The slices named of `sides` (the largest share of the excess first), how many
-        were tested, and the level they were named at."""
-        named, tested = compare_slices(rule, sides, t1, t0, deff)
+        were tested, and the level they were named at (`screened`: of the verdicts of
+        senders not flagged)."""
+        named, tested = compare_slices(rule, sides, t1, t0, deff, screened=screened)
         level = look_level(self._interval, rule.budget_s, max(1, tested))
         z_level = one_sided_z(level)
         # A slice whose rise came from flagged senders (it does not rise without them) is

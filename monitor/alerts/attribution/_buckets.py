@@ -56,6 +56,7 @@ class Buckets:
         "fine_head",
         "fine_w",
         "flagged",
+        "flagged_totals",
         "group_start",
         "groups",
         "measured",
@@ -64,7 +65,7 @@ class Buckets:
         "retrieval",
         "round_robin",
         "screen",
-        "screen_bucket",
+        "screened_tick",
         "strata",
         "totals",
         "traces",
@@ -87,8 +88,9 @@ class Buckets:
         # What senders the screen flagged sent, in the same rows (`values`' layout): a
         # value's rise without them is its rise without a forger.
         self.flagged: list[dict[str, array[float]]] = [{} for _ in DIMENSIONS]
+        self.flagged_totals = array("d", bytes(8 * 3 * slots))  # theirs of `totals`
         self.screen = Senders()
-        self.screen_bucket = -1
+        self.screened_tick = -1  # when the screen last ran, in SCREEN_EVERY_S
         self.groups = array("d", bytes(8 * 6 * GROUPS))  # current then previous: n, sum, sq
         self.group_start: float | None = None
         self.measured: deque[float] = deque(maxlen=MEASURED)
@@ -130,7 +132,7 @@ class Buckets:
     def _move(self, source: int, target: int | None) -> None:
         """Adds slot `source` into `target` (None: dropped), and clears it."""
         if target is not None:
-            for data, width in ((self.totals, 3), (self.strata, 4)):
+            for data, width in ((self.totals, 3), (self.flagged_totals, 3), (self.strata, 4)):
                 for k in range(width):
                     data[target * width + k] += data[source * width + k]
             for values in (*self.values, *self.flagged):
@@ -140,12 +142,18 @@ class Buckets:
         self._clear(source)
 
     def _clear(self, s: int) -> None:
-        for data, width in ((self.totals, 3), (self.strata, 4)):
+        for data, width in ((self.totals, 3), (self.flagged_totals, 3), (self.strata, 4)):
             for k in range(width):
                 data[s * width + k] = 0.0
         for values in (*self.values, *self.flagged):
             for row in values.values():
                 row[2 * s] = row[2 * s + 1] = 0.0
+
+    def screened_totals(self) -> array[float]:
+        """`totals` less what flagged senders sent (`flagged_totals`)."""
+        return array(
+            "d", (max(0.0, t - f) for t, f in zip(self.totals, self.flagged_totals, strict=True))
+        )
 
     def current_fine(self) -> list[int]:
         """The fine slots that hold the last window, newest first."""
@@ -227,12 +235,14 @@ class Buckets:
 Side = list[tuple[Buckets, list[int]]]
 
 
-def change_point(state: Buckets, newest_first: list[int], evidence: int) -> int:
+def change_point(
+    state: Buckets, newest_first: list[int], evidence: int, *, screened: bool = False
+) -> int:
     """How many of the newest buckets hold the rise: the split of the buckets into newer
     and older whose difference of means is the most significant, with at least the page's
     `evidence` verdicts among the newer (they paged) and `MIN_REFERENCE` on each side; the
-    whole window when no split has."""
-    totals = state.totals
+    whole window when no split has (`screened`: of the verdicts of senders not flagged)."""
+    totals = state.screened_totals() if screened else state.totals
     all_n = sum(totals[3 * s] for s in newest_first)
     all_x = sum(totals[3 * s + 1] for s in newest_first)
     all_q = sum(totals[3 * s + 2] for s in newest_first)
@@ -253,13 +263,15 @@ def change_point(state: Buckets, newest_first: list[int], evidence: int) -> int:
     return max(1, best)
 
 
-def totals_of(side: Side) -> tuple[float, float, float]:
+def totals_of(side: Side, *, screened: bool = False) -> tuple[float, float, float]:
+    """A side's verdicts, defects and squares (`screened`: of senders not flagged)."""
     n = x = q = 0.0
     for state, slots in side:
+        totals = state.screened_totals() if screened else state.totals
         for s in slots:
-            n += state.totals[3 * s]
-            x += state.totals[3 * s + 1]
-            q += state.totals[3 * s + 2]
+            n += totals[3 * s]
+            x += totals[3 * s + 1]
+            q += totals[3 * s + 2]
     return n, x, q
 
 
@@ -272,8 +284,11 @@ def strata(side: Side) -> tuple[float, float, float, float]:
     return out[0], out[1], out[2], out[3]
 
 
-def sums(side: Side, d: int, value: str, *, flagged: bool = False) -> tuple[float, float]:
-    """A value's verdicts and defects over a side (`flagged`: those of flagged senders)."""
+def sums(
+    side: Side, d: int, value: str, *, flagged: bool = False, screened: bool = False
+) -> tuple[float, float]:
+    """A value's verdicts and defects over a side (`flagged`: those of flagged senders;
+    `screened`: those of the others)."""
     n = x = 0.0
     for state, slots in side:
         row = (state.flagged if flagged else state.values)[d].get(value)
@@ -282,6 +297,9 @@ def sums(side: Side, d: int, value: str, *, flagged: bool = False) -> tuple[floa
         for s in slots:
             n += row[2 * s]
             x += row[2 * s + 1]
+    if screened:
+        fn, fx = sums(side, d, value, flagged=True)
+        return max(0.0, n - fn), max(0.0, x - fx)
     return n, x
 
 

@@ -28,8 +28,11 @@ def compare_slices(
     t1: tuple[float, float, float],
     t0: tuple[float, float, float],
     deff: float,
+    *,
+    screened: bool = False,
 ) -> tuple[list[Slice], int]:
-    """Every tested value's comparison, and how many were tested."""
+    """Every tested value's comparison, and how many were tested (`screened`: of the
+    verdicts of senders not flagged, `t1` and `t0` theirs too)."""
     n1_all, x1_all, q1_all = t1
     n0_all, x0_all, q0_all = t0
     mu0 = x0_all / n0_all if n0_all > 0 else None
@@ -55,10 +58,10 @@ def compare_slices(
         for value in sorted(values):
             if value == OVERFLOW:
                 continue
-            n1, x1 = sums(sides[0], d, value)
+            n1, x1 = sums(sides[0], d, value, screened=screened)
             if n1 < MIN_SLICE or n1_all - n1 < MIN_SLICE:
                 continue
-            n0, x0 = sums(sides[1], d, value)
+            n0, x0 = sums(sides[1], d, value, screened=screened)
             r1n, r1x = n1_all - n1, x1_all - x1
             r0n, r0x = n0_all - n0, x0_all - x0
             p1 = x1 / n1
@@ -88,19 +91,20 @@ def compare_slices(
             share = None
             if base is not None and excess_all > 0:
                 share = (x1 - n1 * base) / excess_all
-            # The same comparison without what flagged senders sent.
-            screened = z
+            # The same comparison without what flagged senders sent (the comparison
+            # itself when it is of screened verdicts).
+            without = z
             fn, fx = sums(sides[0], d, value, flagged=True)
-            if fn > 0:
+            if fn > 0 and not screened:
                 sn, sx = n1 - fn, x1 - fx
                 if sn < MIN_SLICE:
-                    screened = -math.inf
+                    without = -math.inf
                 else:
                     sp = sx / sn
                     sv = variance + deff * (var(sp, 0) / sn - var(p1, 0) / n1)
-                    screened = (sp - expected - margin) / math.sqrt(sv) if sv > 0 else 0.0
+                    without = (sp - expected - margin) / math.sqrt(sv) if sv > 0 else 0.0
             out.append(
-                Slice(name, value, int(n1), p1, int(n0), reference, expected, share, z, screened)
+                Slice(name, value, int(n1), p1, int(n0), reference, expected, share, z, without)
             )
     return out, tested
 

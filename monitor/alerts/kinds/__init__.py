@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, runtime_checkable
 from monitor.evidence import NOTHING, Arrival, Moments, Unit
 
 if TYPE_CHECKING:
-    from monitor.alerts.gauges import AlertGauges
+    from monitor.alerts.gauges import AlertGauges, SenderScreen
 
 
 Key = tuple[int, str, str]
@@ -230,6 +230,10 @@ class Screening(Protocol):
     ) -> None:
         """Who sent the verdicts `Keeper.add` just took (`monitor.records.sender`; None:
         not known)."""
+        ...
+
+    def screen(self, state: Any) -> SenderScreen:
+        """`state`'s sender screen."""
         ...
 
 

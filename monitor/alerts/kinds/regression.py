@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from monitor.alerts.describe import p_text, shown_duration
-from monitor.alerts.gauges import AlertGauges
+from monitor.alerts.gauges import AlertGauges, SenderScreen
 from monitor.alerts.kinds import Entry, Judgment, Paired, decide
 from monitor.alerts.kinds.regression_expectation import reference_text, season_text
 from monitor.alerts.kinds.regression_held import (
@@ -141,6 +141,9 @@ class Regression(ShadowHooks):
         """Who sent verdicts `add` took: the history screens its senders (`Screening`)."""
         state.baseline.sent(now, sender, Moments.of_histogram(histogram), solo=conversation is None)
 
+    def screen(self, state: RegressionState) -> SenderScreen:
+        return state.baseline.history.senders
+
     def _batch(self, state: RegressionState, now: float, firing: bool) -> bool:
         """Feeds the pending units to the sequential test (none while it has no bets or the
         rule fires: those count in the windows only); True when it crossed the budget."""
@@ -219,6 +222,10 @@ class Regression(ShadowHooks):
                 reference = against.reference()
                 figures.update(held=1.0, held_level=against.mean, held_at=at or now)
         increase = current.mean - against.mean if against is not None else 0.0
+        if not held:
+            # The window spans hours; flagged senders' verdicts in it are expected at the
+            # rates of the hours they were sent in (`History.window_offset`).
+            increase -= state.baseline.history.window_offset(now)
         if test is None:
             p = self._window_p(state, now)
             fire = ready and p <= look_level(self._interval, rule.budget_s)
@@ -351,3 +358,4 @@ class Regression(ShadowHooks):
         if state.judging.sequential is not None:
             gauges.evidence(service, name, state.judging.sequential.progress(self.rule.budget_s))
         gauges.firing(self.rule, service, "", entry.firing)
+        gauges.screen(service, name, state.baseline.history.senders)
