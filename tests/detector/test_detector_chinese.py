@@ -119,12 +119,15 @@ def test_a_traditional_answer_is_read_against_simplified_documents() -> None:
 
 def test_the_probe_has_its_splits_every_kind_and_paraphrased_faithful_answers() -> None:
     assert len(probe_zh.DEV) >= 95 and len(probe_zh.HELDOUT) >= 30 and len(probe_zh.SEEN) == 16
+    assert len(probe_zh.HELDOUT2) >= 30
+    # `all` leaves the second held-out split out: it is scored once, by name.
+    assert {r["label"]["split"] for r in probe_zh.build("all")} == {"dev", "heldout", "seen"}  # type: ignore[index]
     for split in probe_zh.ITEMS:
         records = probe_zh.build(split)
         kinds = {r["label"]["kind"] for r in records}  # type: ignore[index]
         assert kinds == {"faithful", *probe_zh.KINDS}
         assert {r["label"]["script"] for r in records} == {"simplified", "traditional"}  # type: ignore[index]
-    every = (*probe_zh.DEV, *probe_zh.HELDOUT, *probe_zh.SEEN)
+    every = (*probe_zh.DEV, *probe_zh.HELDOUT, *probe_zh.SEEN, *probe_zh.HELDOUT2)
     items = {i.question: i for i in every}
     assert len(items) == len(every)  # no question in two splits
     for item in items.values():
