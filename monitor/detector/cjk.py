@@ -90,6 +90,10 @@ _FIRST = "首"
 # The last character of 下午 "afternoon" and the first of 晚上 "evening", before an hour.
 _AFTERNOON = frozenset("午晚")
 _PERCENT = "百分之"
+# After an hour and its minutes (四点四十五分), or a count of quarters (八点一刻), the
+# numeral with 点 between is a time of the clock, not a decimal (4.45).
+_MINUTE = "分"
+_QUARTER = "刻"
 # Words written with numerals that state no quantity ("very", "by all means", "in case").
 _NOT_QUANTITIES = frozenset("十分 千万 万一 一一 万万 千千万万".split())
 # Segmenter tags of a numeral or a time word: only there is a numeral prefix a number.
@@ -440,6 +444,7 @@ def written_values(text: str) -> list[float]:
             found.append((0, 0, digits))
         for a, b in _numerals(chunk):
             numeral = chunk[a:b]
+            out.extend(_clock(chunk, a, b))
             amount = value(numeral)
             if amount is None and numeral == "一" and b < len(chunk):
                 amount = 1.0
@@ -479,6 +484,30 @@ def written_values(text: str) -> list[float]:
     return out
 
 
+def _clock(chunk: str, a: int, b: int) -> list[float]:
+    """The hour (on twelve hours and, after 午 or 晚, on twenty-four) and the minutes of a
+    time written hour 点 minutes 分 or hour 点 quarters 刻 (下午四点四十五分: 4, 16 and 45;
+    八点一刻: 8 and 15), which an answer may write 16:45 or 8:15; else nothing."""
+    mark = chunk[b : b + 1]
+    if mark != _MINUTE and mark != _QUARTER:
+        return []
+    numeral = chunk[a:b]
+    point = next((i for i, c in enumerate(numeral) if c in _POINTS), -1)
+    if point <= 0:
+        return []
+    hour, minutes = _whole(numeral[:point]), _whole(numeral[point + 1 :])
+    if hour is None or minutes is None or not 0 <= hour <= 24:
+        return []
+    if mark == _QUARTER:
+        minutes *= 15
+    if not 0 <= minutes < 60:
+        return []
+    out = [hour, minutes]
+    if 0 < hour <= 12 and a > 0 and chunk[a - 1] in _AFTERNOON:
+        out.append(hour + 12)
+    return out
+
+
 def _positions(text: str, char: str) -> list[int]:
     """Where `char` stands in `text` (the string's own search, not a loop over characters)."""
     out = []
@@ -511,6 +540,37 @@ def _inside_range(low: float, between: str, high: float) -> list[float]:
     if low != int(low) or high != int(high) or not 0 < high - low <= _RANGE_SPAN:
         return []
     return [float(v) for v in range(int(low) + 1, int(high))]
+
+
+# The general measure word, which stands between a numeral and what it counts (六个月).
+_MEASURE = "个"
+
+
+def measured(words: list[str], amount: float) -> tuple[str, float, int]:
+    """A Chinese number's unit read from the words after it, its amount in the smaller unit
+    of its measure (`_UNIT_STEPS`: 一年 and 十二个月 are both 12 月, 两个半小时 and 2.5个小时
+    both 150 分), and how many of the words the unit took; ("", amount, 0) when the first word
+    is no Han word. The measure word 个 is passed over and 半 after it adds a half (一个半)."""
+    taken = 0
+    word = words[0] if words else ""
+    if word == _MEASURE and len(words) > 1:
+        taken, word = 1, words[1]
+    elif word.startswith(_MEASURE):
+        word = word[1:]
+    if word.startswith(_HALF):
+        amount += 0.5
+        word = word[1:]
+    if not word or not is_han(word[0]):
+        return "", amount, 0
+    for larger, smaller, factor in _UNIT_STEPS:
+        if word.startswith(smaller):
+            return smaller, amount, taken + 1
+        if word.startswith(larger):
+            # A year, not a count of years, is no amount of months (一九三一年).
+            if amount < 1000:
+                return smaller, amount * factor, taken + 1
+            return larger, amount, taken + 1
+    return word, amount, taken + 1
 
 
 def _in_next_units(amount: float, after: str) -> list[float]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from monitor.detector.cjk import measured as chinese_unit
 from monitor.detector.cjk import numeral_start
 from monitor.detector.text import (
     DISCOURSE,
@@ -146,6 +147,10 @@ def parse(text: str) -> Parsed:
             unit = "percent"
         elif token.startswith("$"):
             unit = "dollar"
+        elif joined(j) and folded[j][0] > "\u2fff" and chinese_unit(folded[j : j + 2], value)[0]:
+            # A Chinese count's unit: past the measure word 个, in its measure's smaller unit.
+            unit, value, taken = chinese_unit(folded[j : j + 2], value)
+            j += taken
         elif joined(j) and folded[j].isalpha() and folded[j] not in STOPWORDS:
             if folded[j] not in _NOT_UNITS and folded[j] not in DISCOURSE:
                 unit = stem(canonical(folded[j]))
