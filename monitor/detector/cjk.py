@@ -460,7 +460,7 @@ def written_values(text: str) -> list[float]:
         for k, (a, b, amount) in enumerate(found):
             out.append(amount)
             after = chunk[b : b + 3]
-            if after[:1] in _POINTS and 0 < amount <= 12 and a > 0 and chunk[a - 1] in _AFTERNOON:
+            if after[:1] in _POINTS and 0 < amount <= 12 and _afternoon(chunk, a):
                 out.append(amount + 12)
             if after[:1] in _POINTS and after[1:2] == _HALF:
                 out.append(30.0)  # 六点半: half past six, 6点30分
@@ -484,6 +484,12 @@ def written_values(text: str) -> list[float]:
     return out
 
 
+def _afternoon(chunk: str, a: int) -> bool:
+    """Whether the hour at `a` follows the afternoon's or the evening's word in its run
+    (下午六点; 下午三点至五点半: the range's end as well)."""
+    return any(c in _AFTERNOON for c in chunk[:a])
+
+
 def _clock(chunk: str, a: int, b: int) -> list[float]:
     """The hour (on twelve hours and, after 午 or 晚, on twenty-four) and the minutes of a
     time written hour 点 minutes 分 or hour 点 quarters 刻 (下午四点四十五分: 4, 16 and 45;
@@ -503,7 +509,7 @@ def _clock(chunk: str, a: int, b: int) -> list[float]:
     if not 0 <= minutes < 60:
         return []
     out = [hour, minutes]
-    if 0 < hour <= 12 and a > 0 and chunk[a - 1] in _AFTERNOON:
+    if 0 < hour <= 12 and _afternoon(chunk, a):
         out.append(hour + 12)
     return out
 
@@ -571,6 +577,13 @@ def measured(words: list[str], amount: float) -> tuple[str, float, int]:
                 return smaller, amount * factor, taken + 1
             return larger, amount, taken + 1
     return word, amount, taken + 1
+
+
+def is_step_unit(word: str) -> bool:
+    """Whether a word starts with a measure of `_UNIT_STEPS` (一小时, 一年: a lone 一 before
+    one is a count of it)."""
+    word = word.removeprefix(_MEASURE)
+    return any(word.startswith(u) for step in _UNIT_STEPS for u in step[:2])
 
 
 def _in_next_units(amount: float, after: str) -> list[float]:
