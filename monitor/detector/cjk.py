@@ -446,8 +446,8 @@ def written_values(text: str) -> list[float]:
             numeral = chunk[a:b]
             out.extend(_clock(chunk, a, b))
             amount = value(numeral)
-            if amount is None and numeral == "一" and b < len(chunk):
-                amount = 1.0
+            if amount is None and numeral == "一" and (b < len(chunk) or _weekday(chunk, a)):
+                amount = 1.0  # 一枚, 周一
             if amount is not None:
                 found.append((a, b, amount))
         found.extend(
@@ -530,6 +530,16 @@ def _digits_before(text: str, end: int) -> float | None:
     while start > 0 and (text[start - 1].isdigit() or text[start - 1] == "."):
         start -= 1
     return _arabic(text[start:end]) if start < end else None
+
+
+def weekday(word: str) -> float | None:
+    """The day a word of the week names (星期一: 1, 周日: 7), else None."""
+    folded = simplified(word)
+    if len(folded) < 2 or folded[-2] not in _WEEK_ENDS:
+        return None
+    if folded[-1] in _SUNDAY:
+        return 7.0
+    return float(_DIGITS[folded[-1]]) if folded[-1] in _DIGITS else None
 
 
 def _weekday(chunk: str, at: int) -> bool:

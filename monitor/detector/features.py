@@ -37,6 +37,7 @@ from monitor.detector.text import (
     DISCOURSE,
     REFERENCES,
     STOPWORDS,
+    canonical_number,
     fold,
     number_value,
     sentences,
@@ -162,6 +163,10 @@ def _check(sentence: Sentence, context: Support, question: Support) -> SentenceC
         content += 1
         seq.append(stem(word))
         if context.has_word(word) or context.has_name_glued(word):
+            continue
+        day = cjk.weekday(word) if word[0] > "\u2fff" else None
+        if day is not None and canonical_number(day) in context.numbers:
+            # 星期一 for 週一: the week's words are many, the day is the fact.
             continue
         unsupported_context += 1
         if question.has_word(word):
