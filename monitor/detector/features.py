@@ -151,6 +151,11 @@ def _check(sentence: Sentence, context: Support, question: Support) -> SentenceC
                 converted.append(token)
             elif value not in context.numbers:
                 unsupported_context += 1
+                after = sentence.folded[i + 1] if i + 1 < len(sentence.folded) else ""
+                if cjk.is_pair_word(token) and not cjk.is_step_unit(after):
+                    # A lone 两 counting things is as often "both", "a couple" as two (两站
+                    # for the two stations a context names), not before a measure (两年).
+                    continue
                 if value not in question.numbers:
                     bad_numbers.append(token)
                     unsupported.append(token)
