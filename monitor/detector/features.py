@@ -151,10 +151,9 @@ def _check(sentence: Sentence, context: Support, question: Support) -> SentenceC
                 converted.append(token)
             elif value not in context.numbers:
                 unsupported_context += 1
-                after = sentence.folded[i + 1] if i + 1 < len(sentence.folded) else ""
-                if cjk.is_pair_word(token) and not cjk.is_step_unit(after):
-                    # A lone 两 counting things is as often "both", "a couple" as two (两站
-                    # for the two stations a context names), not before a measure (两年).
+                if cjk.is_pair_word(token) and _counts_backed(sentence.folded[i + 1 : i + 3], context):
+                    # A lone 两 counting what the context names is as often "both" as two
+                    # (两站 for the two stations it names, 两条车道 for its lanes).
                     continue
                 if value not in question.numbers:
                     bad_numbers.append(token)
@@ -202,6 +201,19 @@ def _check(sentence: Sentence, context: Support, question: Support) -> SentenceC
         ),
         converted=converted,
     )
+
+
+def _counts_backed(after: list[str], context: Support) -> bool:
+    """Whether the words after a numeral name what the context names: its measure word
+    (站) or the noun after it (车道), not a measure (两年 is an amount)."""
+    if not after or cjk.is_step_unit(after[0]):
+        return False
+    first = after[0]
+    if len(first) == 1 and is_han(first):
+        if any(first in pair for pair in context.han_pairs):
+            return True
+        return len(after) > 1 and len(after[1]) > 1 and context.has_word(after[1])
+    return len(first) > 1 and context.has_word(first)
 
 
 def _both_backed(bigram: tuple[str, str], context: Support) -> bool:
