@@ -246,9 +246,10 @@ def _whole(text: str) -> float | None:
 @recurring_cache(4096)
 def value(token: str) -> float | None:
     """The value of a Chinese numeral token ("十五" -> 15, "一九三一" -> 1931, "1.5亿" ->
-    150000000, "百分之十二" -> 12, "第三" -> 3, "三点五" -> 3.5), else None: a lone 一 and
-    the idioms of `_NOT_QUANTITIES` are words."""
-    if token in _NOT_QUANTITIES or token == "一":
+    150000000, "百分之十二" -> 12, "第三" -> 3, "三点五" -> 3.5), else None: a lone 一, a
+    lone 零 (none, or where a range starts: 零到一百) and the idioms of `_NOT_QUANTITIES`
+    are words."""
+    if token in _NOT_QUANTITIES or token == "一" or token == "零":
         return None
     if len(token) > 1 and token[-1] in _TENTHS:
         # 六成 (60 per cent), 七折 (70 per cent of the price), 七五折 (75).

@@ -238,8 +238,10 @@ def _compounds(slots: list[Slot], text: str) -> list[Slot]:
             and isinstance(last.value, float)
             and isinstance(slot.value, float)
             and last.value > slot.value
+            and last.text + slot.text in text
         ):
-            joined = text[text.find(last.text) :].split(slot.text, 1)[0] + slot.text
+            # Written together (一小时三十五分), not two amounts a comma or a word parts.
+            joined = last.text + slot.text
             out[-1] = Slot(
                 "number",
                 slot.unit,
