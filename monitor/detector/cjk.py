@@ -83,6 +83,7 @@ _WEEK_ENDS = frozenset("周期拜")
 # Range marks (至, 到: "to") and the widest range of days.
 _RANGE_MARKS = frozenset("至到")
 _RANGE_SPAN = 6
+_ZERO = frozenset("零〇")
 _NUMERAL = frozenset(_DIGITS) | frozenset(_UNITS) | frozenset(_SCALES)
 _ORDINAL = "第"
 # The other ordinal prefix, of "first" only (首次, 首批: 第一次, 第一批).
@@ -246,10 +247,9 @@ def _whole(text: str) -> float | None:
 @recurring_cache(4096)
 def value(token: str) -> float | None:
     """The value of a Chinese numeral token ("十五" -> 15, "一九三一" -> 1931, "1.5亿" ->
-    150000000, "百分之十二" -> 12, "第三" -> 3, "三点五" -> 3.5), else None: a lone 一, a
-    lone 零 (none, or where a range starts: 零到一百) and the idioms of `_NOT_QUANTITIES`
-    are words."""
-    if token in _NOT_QUANTITIES or token == "一" or token == "零":
+    150000000, "百分之十二" -> 12, "第三" -> 3, "三点五" -> 3.5), else None: a lone 一 and
+    the idioms of `_NOT_QUANTITIES` are words."""
+    if token in _NOT_QUANTITIES or token == "一":
         return None
     if len(token) > 1 and token[-1] in _TENTHS:
         # 六成 (60 per cent), 七折 (70 per cent of the price), 七五折 (75).
@@ -362,6 +362,9 @@ def _run_spans(run: str, after_digit: bool) -> tuple[tuple[int, int], ...]:
         # word (75千瓦时, 3千米: kilowatt hours, kilometres).
         unit_word = after_digit and a == 0 and tag == "q" and len(word) > b - a
         quantity = scale_of_digit or (word not in _NOT_QUANTITIES and value(numeral) is not None)
+        if numeral in _ZERO and b < len(run) and run[b] in _RANGE_MARKS:
+            # 零到一百: where a range starts, no amount of the answer's own.
+            quantity = False
         if numeric and not unit_word and quantity:
             number_end[a] = b
             in_number.update(range(a, b))
