@@ -428,3 +428,49 @@ def test_a_numeral_of_thousands_of_digits_is_read_without_error() -> None:
     digits) is still a number, and the answer is scored."""
     answer = "价格是" + "一九" * 3_000 + "元，或者" + "三" * 5_000 + "点" + "五" * 5_000 + "亿元。"
     assert score_groundedness("多少钱？", ["价格是七元。"], answer).score < 0.5
+
+
+@pytest.mark.parametrize(
+    ("context", "faithful", "planted"),
+    [
+        # A time of the clock: hour 点 minutes 分, quarters 刻, the afternoon over a range.
+        ("返程车下午四点四十五分从湖边出发。", "回程的车16:45从湖边开。", "回程的车17:45从湖边开。"),
+        ("专线每天早上八点一刻从客运中心发车。", "专线大巴每天8:15从客运中心出发。", "专线大巴每天9:15从客运中心出发。"),
+        ("课后服务时间为下午三点四十分至五点半。", "课后服务从15:40开始，17:30结束。", "课后服务从15:40开始，18:30结束。"),
+        # A count in another unit of its measure (十二个月 is a year, not three years), in
+        # two units written together, with a half after its measure word.
+        ("复合滤芯建议每十二个月更换一次，RO膜滤芯每二十四个月更换一次。整机保修三年。", "复合滤芯大概1年换一次，RO膜每2年换一次；整机保修3年。", "复合滤芯大概1年换一次，RO膜每4年换一次；整机保修3年。"),
+        ("直达车行驶时间约一小时三十五分，全票一千四百九十元。", "坐直达车大约1小时35分钟，全票是1490元。", "坐直达车大约2小时35分钟，全票是1490元。"),
+        ("旅游专线每天早上八点一刻从客运中心发车，车程约两个半小时。", "专线大巴每天8:15从客运中心出发，路上要2.5个小时左右。", "专线大巴每天8:15从客运中心出发，路上要3.5个小时左右。"),
+        # A negated comparative is a bound: 不得低于 is 至少.
+        ("试用期工资不得低于岗位最低档工资的百分之八十。", "试用期的工资至少要有岗位最低档工资的80%。", "试用期的工资至少要有岗位最低档工资的60%。"),
+    ],
+)  # fmt: skip
+def test_a_paraphrased_number_is_read_as_the_contexts(
+    context: str, faithful: str, planted: str
+) -> None:
+    assert score_groundedness("什么时候？", [context], faithful).score >= 0.5
+    assert score_groundedness("什么时候？", [context], planted).score < 0.5
+
+
+def test_a_clock_time_is_its_hour_and_minutes_not_a_decimal() -> None:
+    assert {16.0, 45.0} <= set(cjk.written_values("下午四点四十五分"))
+    assert {8.0, 15.0} <= set(cjk.written_values("早上八点一刻"))
+    # Without 分 or 刻 the numeral is a decimal: 3.5 kilograms, not half past three.
+    assert 5.0 not in cjk.written_values("三点五公斤")
+
+
+def test_a_lone_two_counting_what_the_context_names_is_no_number_of_its_own() -> None:
+    context = ["台灣高鐵從台北站到左營站全程約三百四十五公里，直達車約需一個半小時。"]
+    assert score_groundedness("多久？", context, "坐直達車大概1.5小時就到了。兩站相距約345公里。").score >= 0.5
+    context = ["翠屏山隧道全长六千八百米，是双向四车道公路隧道，二〇一五年六月建成通车。"]
+    assert score_groundedness("多长？", context, "这条隧道有6.8公里长，双向各两条车道。").score >= 0.5
+    # Counting what the context never names, 两 is a number the answer invented.
+    context = ["天文台的主镜口径为二点四米。"]
+    assert score_groundedness("怎么样？", context, "主镜口径为2.4米，还发现过两颗新的彗星。").score < 0.5
+
+
+def test_zero_where_a_range_starts_is_no_amount() -> None:
+    context = ["该车百公里加速五点九秒。"]
+    assert score_groundedness("多快？", context, "零到一百公里加速只要5.9秒。").score >= 0.5
+    assert score_groundedness("多快？", context, "零到一百公里加速只要4.9秒。").score < 0.5
