@@ -76,7 +76,8 @@ _UNIT_STEPS = (
 )  # fmt: skip
 # The first characters of those measure words (and of 个 before one), to pass over a
 # numeral followed by none at once.
-_UNIT_STARTS = frozenset({u[0] for step in _UNIT_STEPS for u in step[:2]} | {"个"})
+_STEP_STARTS = frozenset(u[0] for step in _UNIT_STEPS for u in step[:2])
+_UNIT_STARTS = _STEP_STARTS | {"个"}
 # The week's day written 日 or 天 (Sunday: 周日, 星期天, 礼拜天) after the week's words.
 _SUNDAY = frozenset("日天")
 _WEEK_ENDS = frozenset("周期拜")
@@ -491,7 +492,8 @@ def written_values(text: str) -> list[float]:
 def _afternoon(chunk: str, a: int) -> bool:
     """Whether the hour at `a` follows the afternoon's or the evening's word in its run
     (下午六点; 下午三点至五点半: the range's end as well)."""
-    return any(c in _AFTERNOON for c in chunk[:a])
+    before = chunk[:a]
+    return any(c in before for c in _AFTERNOON)
 
 
 def _clock(chunk: str, a: int, b: int) -> list[float]:
@@ -538,8 +540,10 @@ def _digits_before(text: str, end: int) -> float | None:
 
 def weekday(word: str) -> float | None:
     """The day a word of the week names (星期一: 1, 周日: 7), else None."""
+    if len(word) < 2 or (word[-1] not in _DIGITS and word[-1] not in _SUNDAY):
+        return None
     folded = simplified(word)
-    if len(folded) < 2 or folded[-2] not in _WEEK_ENDS:
+    if folded[-2] not in _WEEK_ENDS:
         return None
     if folded[-1] in _SUNDAY:
         return 7.0
@@ -582,6 +586,8 @@ def measured(words: list[str], amount: float) -> tuple[str, float, int]:
         word = word[1:]
     if not word or not is_han(word[0]):
         return "", amount, 0
+    if word[0] not in _STEP_STARTS:
+        return word, amount, taken + 1
     for larger, smaller, factor in _UNIT_STEPS:
         if word.startswith(smaller):
             return smaller, amount, taken + 1
@@ -597,6 +603,8 @@ def is_step_unit(word: str) -> bool:
     """Whether a word starts with a measure of `_UNIT_STEPS` (一小时, 一年: a lone 一 before
     one is a count of it)."""
     word = word.removeprefix(_MEASURE)
+    if word[:1] not in _STEP_STARTS:
+        return False
     return any(word.startswith(u) for step in _UNIT_STEPS for u in step[:2])
 
 

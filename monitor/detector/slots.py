@@ -151,10 +151,14 @@ def parse(text: str) -> Parsed:
             unit = "percent"
         elif token.startswith("$"):
             unit = "dollar"
-        elif joined(j) and folded[j][0] > "\u2fff" and chinese_unit(folded[j : j + 2], value)[0]:
+        elif joined(j) and folded[j][0] > "\u2fff":
             # A Chinese count's unit: past the measure word 个, in its measure's smaller unit.
             unit, value, taken = chinese_unit(folded[j : j + 2], value)
             j += taken
+            if not taken and folded[j].isalpha() and folded[j] not in STOPWORDS:
+                if folded[j] not in _NOT_UNITS and folded[j] not in DISCOURSE:
+                    unit = stem(canonical(folded[j]))
+                    j += 1
         elif joined(j) and folded[j].isalpha() and folded[j] not in STOPWORDS:
             if folded[j] not in _NOT_UNITS and folded[j] not in DISCOURSE:
                 unit = stem(canonical(folded[j]))
