@@ -151,7 +151,9 @@ def _check(sentence: Sentence, context: Support, question: Support) -> SentenceC
                 converted.append(token)
             elif value not in context.numbers:
                 unsupported_context += 1
-                if cjk.is_pair_word(token) and _counts_backed(sentence.folded[i + 1 : i + 3], context):
+                if cjk.is_pair_word(token) and _counts_backed(
+                    sentence.folded[i + 1 : i + 3], context
+                ):
                     # A lone 两 counting what the context names is as often "both" as two
                     # (两站 for the two stations it names, 两条车道 for its lanes).
                     continue

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from monitor.detector.cjk import measured as chinese_unit
 from monitor.detector.cjk import is_step_unit, numeral_start
+from monitor.detector.cjk import measured as chinese_unit
 from monitor.detector.text import (
     DISCOURSE,
     REFERENCES,

@@ -154,7 +154,11 @@ def test_the_probe_scores_at_the_bars_docs_quality_states() -> None:
     fails = [_fails(r) for r in dev]
     # The development split as a whole, its first 95 items (the second round's development
     # split, whose bars were 0.04 and 0.85), and its first 20 (the first round's).
-    for items, most_faithful, least_errors in ((len(dev), 0.05, 0.85), (95, 0.02, 0.86), (20, 0.0, 0.90)):
+    for items, most_faithful, least_errors in (
+        (len(dev), 0.05, 0.85),
+        (95, 0.02, 0.86),
+        (20, 0.0, 0.90),
+    ):
         mine = [(r, f) for r, f in zip(dev, fails, strict=True) if _item(r) < items]
         faithful = [f for r, f in mine if r["label"]["kind"] == "faithful"]  # type: ignore[index]
         errors = [f for r, f in mine if r["label"]["kind"] != "faithful"]  # type: ignore[index]
@@ -465,13 +469,16 @@ def test_a_clock_time_is_its_hour_and_minutes_not_a_decimal() -> None:
 
 
 def test_a_lone_two_counting_what_the_context_names_is_no_number_of_its_own() -> None:
-    context = ["台灣高鐵從台北站到左營站全程約三百四十五公里，直達車約需一個半小時。"]
-    assert score_groundedness("多久？", context, "坐直達車大概1.5小時就到了。兩站相距約345公里。").score >= 0.5
-    context = ["翠屏山隧道全长六千八百米，是双向四车道公路隧道，二〇一五年六月建成通车。"]
-    assert score_groundedness("多长？", context, "这条隧道有6.8公里长，双向各两条车道。").score >= 0.5
+    stations = ["台灣高鐵從台北站到左營站全程約三百四十五公里，直達車約需一個半小時。"]
+    answer = "坐直達車大概1.5小時就到了。兩站相距約345公里。"
+    assert score_groundedness("多久？", stations, answer).score >= 0.5
+    lanes = ["翠屏山隧道全长六千八百米，是双向四车道公路隧道，二〇一五年六月建成通车。"]
+    answer = "这条隧道有6.8公里长，双向各两条车道。"
+    assert score_groundedness("多长？", lanes, answer).score >= 0.5
     # Counting what the context never names, 两 is a number the answer invented.
-    context = ["天文台的主镜口径为二点四米。"]
-    assert score_groundedness("怎么样？", context, "主镜口径为2.4米，还发现过两颗新的彗星。").score < 0.5
+    telescope = ["天文台的主镜口径为二点四米。"]
+    answer = "主镜口径为2.4米，还发现过两颗新的彗星。"
+    assert score_groundedness("怎么样？", telescope, answer).score < 0.5
 
 
 def test_zero_where_a_range_starts_is_no_amount() -> None:
