@@ -1,6 +1,6 @@
 """The embedded detector on Chinese: the planted-error probe and the CPU a record costs.
 
-    python -m bench.detector_chinese [--split dev|heldout|seen|all] [--show-misses] [--cpu]
+    python -m bench.detector_chinese [--split dev|heldout|seen|heldout2|all] [--show-misses] [--cpu]
 
 Scores the Chinese probe (`training/probe_zh.py`) with the shipped first stage at the
 shipped threshold: per split, the share of planted errors failing per kind and the share of

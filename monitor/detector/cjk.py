@@ -76,13 +76,15 @@ _UNIT_STEPS = (
 )  # fmt: skip
 # The first characters of those measure words (and of 个 before one), to pass over a
 # numeral followed by none at once.
-_UNIT_STARTS = frozenset({u[0] for step in _UNIT_STEPS for u in step[:2]} | {"个"})
+_STEP_STARTS = frozenset(u[0] for step in _UNIT_STEPS for u in step[:2])
+_UNIT_STARTS = _STEP_STARTS | {"个"}
 # The week's day written 日 or 天 (Sunday: 周日, 星期天, 礼拜天) after the week's words.
 _SUNDAY = frozenset("日天")
 _WEEK_ENDS = frozenset("周期拜")
 # Range marks (至, 到: "to") and the widest range of days.
 _RANGE_MARKS = frozenset("至到")
 _RANGE_SPAN = 6
+_ZERO = frozenset("零〇")
 _NUMERAL = frozenset(_DIGITS) | frozenset(_UNITS) | frozenset(_SCALES)
 _ORDINAL = "第"
 # The other ordinal prefix, of "first" only (首次, 首批: 第一次, 第一批).
@@ -90,6 +92,10 @@ _FIRST = "首"
 # The last character of 下午 "afternoon" and the first of 晚上 "evening", before an hour.
 _AFTERNOON = frozenset("午晚")
 _PERCENT = "百分之"
+# After an hour and its minutes (四点四十五分), or a count of quarters (八点一刻), the
+# numeral with 点 between is a time of the clock, not a decimal (4.45).
+_MINUTE = "分"
+_QUARTER = "刻"
 # Words written with numerals that state no quantity ("very", "by all means", "in case").
 _NOT_QUANTITIES = frozenset("十分 千万 万一 一一 万万 千千万万".split())
 # Segmenter tags of a numeral or a time word: only there is a numeral prefix a number.
@@ -357,6 +363,9 @@ def _run_spans(run: str, after_digit: bool) -> tuple[tuple[int, int], ...]:
         # word (75千瓦时, 3千米: kilowatt hours, kilometres).
         unit_word = after_digit and a == 0 and tag == "q" and len(word) > b - a
         quantity = scale_of_digit or (word not in _NOT_QUANTITIES and value(numeral) is not None)
+        if numeral in _ZERO and b < len(run) and run[b] in _RANGE_MARKS:
+            # 零到一百: where a range starts, no amount of the answer's own.
+            quantity = False
         if numeric and not unit_word and quantity:
             number_end[a] = b
             in_number.update(range(a, b))
@@ -440,9 +449,10 @@ def written_values(text: str) -> list[float]:
             found.append((0, 0, digits))
         for a, b in _numerals(chunk):
             numeral = chunk[a:b]
+            out.extend(_clock(chunk, a, b))
             amount = value(numeral)
-            if amount is None and numeral == "一" and b < len(chunk):
-                amount = 1.0
+            if amount is None and numeral == "一" and (b < len(chunk) or _weekday(chunk, a)):
+                amount = 1.0  # 一枚, 周一
             if amount is not None:
                 found.append((a, b, amount))
         found.extend(
@@ -455,7 +465,7 @@ def written_values(text: str) -> list[float]:
         for k, (a, b, amount) in enumerate(found):
             out.append(amount)
             after = chunk[b : b + 3]
-            if after[:1] in _POINTS and 0 < amount <= 12 and a > 0 and chunk[a - 1] in _AFTERNOON:
+            if after[:1] in _POINTS and 0 < amount <= 12 and _afternoon(chunk, a):
                 out.append(amount + 12)
             if after[:1] in _POINTS and after[1:2] == _HALF:
                 out.append(30.0)  # 六点半: half past six, 6点30分
@@ -479,6 +489,37 @@ def written_values(text: str) -> list[float]:
     return out
 
 
+def _afternoon(chunk: str, a: int) -> bool:
+    """Whether the hour at `a` follows the afternoon's or the evening's word in its run
+    (下午六点; 下午三点至五点半: the range's end as well)."""
+    before = chunk[:a]
+    return any(c in before for c in _AFTERNOON)
+
+
+def _clock(chunk: str, a: int, b: int) -> list[float]:
+    """The hour (on twelve hours and, after 午 or 晚, on twenty-four) and the minutes of a
+    time written hour 点 minutes 分 or hour 点 quarters 刻 (下午四点四十五分: 4, 16 and 45;
+    八点一刻: 8 and 15), which an answer may write 16:45 or 8:15; else nothing."""
+    mark = chunk[b : b + 1]
+    if mark != _MINUTE and mark != _QUARTER:
+        return []
+    numeral = chunk[a:b]
+    point = next((i for i, c in enumerate(numeral) if c in _POINTS), -1)
+    if point <= 0:
+        return []
+    hour, minutes = _whole(numeral[:point]), _whole(numeral[point + 1 :])
+    if hour is None or minutes is None or not 0 <= hour <= 24:
+        return []
+    if mark == _QUARTER:
+        minutes *= 15
+    if not 0 <= minutes < 60:
+        return []
+    out = [hour, minutes]
+    if 0 < hour <= 12 and _afternoon(chunk, a):
+        out.append(hour + 12)
+    return out
+
+
 def _positions(text: str, char: str) -> list[int]:
     """Where `char` stands in `text` (the string's own search, not a loop over characters)."""
     out = []
@@ -497,6 +538,18 @@ def _digits_before(text: str, end: int) -> float | None:
     return _arabic(text[start:end]) if start < end else None
 
 
+def weekday(word: str) -> float | None:
+    """The day a word of the week names (星期一: 1, 周日: 7), else None."""
+    if len(word) < 2 or (word[-1] not in _DIGITS and word[-1] not in _SUNDAY):
+        return None
+    folded = simplified(word)
+    if folded[-2] not in _WEEK_ENDS:
+        return None
+    if folded[-1] in _SUNDAY:
+        return 7.0
+    return float(_DIGITS[folded[-1]]) if folded[-1] in _DIGITS else None
+
+
 def _weekday(chunk: str, at: int) -> bool:
     """Whether the numeral at `at` names a day of the week (周二, 星期六, 礼拜天)."""
     return at > 0 and chunk[at - 1] in _WEEK_ENDS
@@ -511,6 +564,48 @@ def _inside_range(low: float, between: str, high: float) -> list[float]:
     if low != int(low) or high != int(high) or not 0 < high - low <= _RANGE_SPAN:
         return []
     return [float(v) for v in range(int(low) + 1, int(high))]
+
+
+# The general measure word, which stands between a numeral and what it counts (六个月).
+_MEASURE = "个"
+
+
+def measured(words: list[str], amount: float) -> tuple[str, float, int]:
+    """A Chinese number's unit read from the words after it, its amount in the smaller unit
+    of its measure (`_UNIT_STEPS`: 一年 and 十二个月 are both 12 月, 两个半小时 and 2.5个小时
+    both 150 分), and how many of the words the unit took; ("", amount, 0) when the first word
+    is no Han word. The measure word 个 is passed over and 半 after it adds a half (一个半)."""
+    taken = 0
+    word = words[0] if words else ""
+    if word == _MEASURE and len(words) > 1:
+        taken, word = 1, words[1]
+    elif word.startswith(_MEASURE):
+        word = word[1:]
+    if word.startswith(_HALF):
+        amount += 0.5
+        word = word[1:]
+    if not word or not is_han(word[0]):
+        return "", amount, 0
+    if word[0] not in _STEP_STARTS:
+        return word, amount, taken + 1
+    for larger, smaller, factor in _UNIT_STEPS:
+        if word.startswith(smaller):
+            return smaller, amount, taken + 1
+        if word.startswith(larger):
+            # A year, not a count of years, is no amount of months (一九三一年).
+            if amount < 1000:
+                return smaller, amount * factor, taken + 1
+            return larger, amount, taken + 1
+    return word, amount, taken + 1
+
+
+def is_step_unit(word: str) -> bool:
+    """Whether a word starts with a measure of `_UNIT_STEPS` (一小时, 一年: a lone 一 before
+    one is a count of it)."""
+    word = word.removeprefix(_MEASURE)
+    if word[:1] not in _STEP_STARTS:
+        return False
+    return any(word.startswith(u) for step in _UNIT_STEPS for u in step[:2])
 
 
 def _in_next_units(amount: float, after: str) -> list[float]:

@@ -37,6 +37,7 @@ from monitor.detector.text import (
     DISCOURSE,
     REFERENCES,
     STOPWORDS,
+    canonical_number,
     fold,
     number_value,
     sentences,
@@ -150,6 +151,12 @@ def _check(sentence: Sentence, context: Support, question: Support) -> SentenceC
                 converted.append(token)
             elif value not in context.numbers:
                 unsupported_context += 1
+                if cjk.is_pair_word(token) and _counts_backed(
+                    sentence.folded[i + 1 : i + 3], context
+                ):
+                    # A lone 两 counting what the context names is as often "both" as two
+                    # (两站 for the two stations it names, 两条车道 for its lanes).
+                    continue
                 if value not in question.numbers:
                     bad_numbers.append(token)
                     unsupported.append(token)
@@ -162,6 +169,10 @@ def _check(sentence: Sentence, context: Support, question: Support) -> SentenceC
         content += 1
         seq.append(stem(word))
         if context.has_word(word) or context.has_name_glued(word):
+            continue
+        day = cjk.weekday(word) if word[0] > "\u2fff" else None
+        if day is not None and canonical_number(day) in context.numbers:
+            # 星期一 for 週一: the week's words are many, the day is the fact.
             continue
         unsupported_context += 1
         if question.has_word(word):
@@ -192,6 +203,19 @@ def _check(sentence: Sentence, context: Support, question: Support) -> SentenceC
         ),
         converted=converted,
     )
+
+
+def _counts_backed(after: list[str], context: Support) -> bool:
+    """Whether the words after a numeral name what the context names: its measure word
+    (站) or the noun after it (车道), not a measure (两年 is an amount)."""
+    if not after or cjk.is_step_unit(after[0]):
+        return False
+    first = after[0]
+    if len(first) == 1 and is_han(first):
+        if any(first in pair for pair in context.han_pairs):
+            return True
+        return len(after) > 1 and len(after[1]) > 1 and context.has_word(after[1])
+    return len(first) > 1 and context.has_word(first)
 
 
 def _both_backed(bigram: tuple[str, str], context: Support) -> bool:

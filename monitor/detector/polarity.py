@@ -197,12 +197,21 @@ def _han_content(
     negated: set[str] = set()
     numbers = {n for n in sentence.numbers if n is not None}
     after_negator = False
+    bound = -1
     folded = sentence.folded
     for i, (word, value) in enumerate(zip(folded, sentence.numbers, strict=True)):
         if is_negation(word) or word in NEGATIVE_POLARITY or _glued_negator(word):
+            following = folded[i + 1] if i + 1 < len(folded) else ""
+            if _comparative(following):
+                # 不得低于八成: a bound ("at least 80%"), which negates the comparison only,
+                # not what is compared (工资 is stated, as 至少 states it).
+                bound = i + 1
+                continue
             # 没有比它更高: a comparison ("none higher than it") negates no statement.
-            after_negator = after_negator or i + 1 == len(folded) or folded[i + 1] != "比"
+            after_negator = after_negator or following != "比"
             continue
+        if i == bound:
+            negated.add(word)
         if (
             value is not None
             or len(word) < 2
@@ -217,6 +226,11 @@ def _han_content(
         if after_negator and not (i > 0 and sentence.numbers[i - 1] is not None):
             negated.add(word)
     return words, negated, numbers
+
+
+def _comparative(word: str) -> bool:
+    """A comparative verb made with the preposition 于 "than" (低于, 多于, 晚于)."""
+    return len(word) == 2 and word[1] == "于" and word[0] > "\u2fff"
 
 
 def may_negate(sentence: Sentence) -> bool:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from monitor.detector.cjk import numeral_start
+from monitor.detector.cjk import is_step_unit, numeral_start
+from monitor.detector.cjk import measured as chinese_unit
 from monitor.detector.text import (
     DISCOURSE,
     REFERENCES,
@@ -120,6 +121,10 @@ def parse(text: str) -> Parsed:
     for i, token in enumerate(raw):
         # Only a token that starts with a digit or "$" is a number (`_number`).
         value = _number(token)
+        if value is None and token == "一" and joined(i + 1) and is_step_unit(folded[i + 1]):
+            # 一 / 小时 cut apart: one of a measure (一小时三十五分), where 一周, 一天 cut as
+            # one word are as often "a week", "some day".
+            value = 1.0
         if value is None or (i > 0 and folded[i - 1] in REFERENCES):
             continue
         hedged = any(w in _HEDGES for w in folded[max(0, i - 3) : i])
@@ -146,6 +151,14 @@ def parse(text: str) -> Parsed:
             unit = "percent"
         elif token.startswith("$"):
             unit = "dollar"
+        elif joined(j) and folded[j][0] > "\u2fff":
+            # A Chinese count's unit: past the measure word 个, in its measure's smaller unit.
+            unit, value, taken = chinese_unit(folded[j : j + 2], value)
+            j += taken
+            if not taken and folded[j].isalpha() and folded[j] not in STOPWORDS:
+                if folded[j] not in _NOT_UNITS and folded[j] not in DISCOURSE:
+                    unit = stem(canonical(folded[j]))
+                    j += 1
         elif joined(j) and folded[j].isalpha() and folded[j] not in STOPWORDS:
             if folded[j] not in _NOT_UNITS and folded[j] not in DISCOURSE:
                 unit = stem(canonical(folded[j]))
@@ -158,6 +171,7 @@ def parse(text: str) -> Parsed:
             j += 1
         slots.append(Slot("number", unit, value * scale, i, j, phrase(i, j), hedged))
         used.update(range(i, j))
+    slots = _compounds(slots, text)
     for i, word in enumerate(folded):
         if word in MONTHS and raw[i][0].isupper():
             near = [s for s in slots if s.kind in ("day", "year") and abs(s.start - i) <= 2]
@@ -211,6 +225,39 @@ def parse(text: str) -> Parsed:
 # detector's time on a new context. `Parsed` is never mutated after parsing (`parse_bare`
 # changes a fresh parse of its own), so cached values can be shared.
 parse_sentence = recurring_cache(4096)(parse)
+
+
+def _compounds(slots: list[Slot], text: str) -> list[Slot]:
+    """A Chinese amount written in two units of one measure, each read in the smaller
+    (1小时35分钟, 两年三个月), is one amount: their sum."""
+    out: list[Slot] = []
+    for slot in slots:
+        last = out[-1] if out else None
+        if (
+            last is not None
+            and slot.kind == last.kind == "number"
+            and slot.start == last.end
+            and slot.unit == last.unit != ""
+            and is_step_unit(slot.unit)
+            and isinstance(last.value, float)
+            and isinstance(slot.value, float)
+            and last.value > slot.value
+            and last.text + slot.text in text
+        ):
+            # Written together (一小时三十五分), not two amounts a comma or a word parts.
+            joined = last.text + slot.text
+            out[-1] = Slot(
+                "number",
+                slot.unit,
+                last.value + slot.value,
+                last.start,
+                slot.end,
+                joined,
+                last.hedged or slot.hedged,
+            )
+            continue
+        out.append(slot)
+    return out
 
 
 def _capitalised(token: str, word: str) -> bool:
