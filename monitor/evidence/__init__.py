@@ -6,8 +6,10 @@
   ones), `Batch` (what waits for the sequential test), `Units` (gathers them per rule,
   service and cohort; ids as `conversation_key`);
 - windows of counts: `SlidingWindow`, `UnitSums` (the units' sums) and `design_effect`;
-- what a service is expected to show (regression rules): `Baseline` (its `Terms`, where it
-  logs: `Say`), holding the `History` (its `Expectation` and `Level`, `history_span_s`,
+- a rule's thresholds, and what each means: `Terms` (every kind and statistic reads them
+  there);
+- what a service is expected to show (regression rules): `Baseline` (where it logs:
+  `Say`), holding the `History` (its `Expectation` and `Level`, `history_span_s`,
   `LONG_LEVEL_FACTOR`), a fresh rule's `FirstLevel`, an evaluator `Changeover` and its
   `Overlap`, and a `Shadow`;
 - the sequential test: `SequentialTest`, and `bets` (its `Bets`) against an expectation;
@@ -20,7 +22,7 @@
 """
 
 from monitor.evidence.baseline import Baseline, Say
-from monitor.evidence.changeover import Changeover, Terms
+from monitor.evidence.changeover import Changeover
 from monitor.evidence.conversations import conversation_key
 from monitor.evidence.counts import NOTHING, Arrival, Batch, Moments, Unit
 from monitor.evidence.first_level import FirstLevel
@@ -39,6 +41,7 @@ from monitor.evidence.stats import (
     rise_p_value,
     wilson_interval,
 )
+from monitor.evidence.terms import Terms
 from monitor.evidence.units import Units
 from monitor.evidence.window import (
     DEFAULT_BUCKETS,

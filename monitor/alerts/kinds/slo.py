@@ -85,7 +85,7 @@ class Slo:
         assert slo is not None
         self.rule = rule
         self._slo = slo
-        self._window_s = rule.window_s
+        self._window_s = rule.terms.window_s
         self.error_budget = 1.0 - slo.objective
         self.rows = [
             _Row(
@@ -189,7 +189,7 @@ class Slo:
         short = seen[row.short_s]
         return (
             self._burns(row, state, seen[row.long_s], now)
-            and short.samples >= self.rule.config.min_samples
+            and self.rule.terms.enough(short.samples)
             and self._burn(short) > row.factor
         )
 
