@@ -27,7 +27,6 @@ class Counting:
     attribution: Attribution
     _rules: list[Rule]
     _fleet_rules: set[int]
-    _judge_rule: int | None
     _subjects: Subjects
     _entries: Entries
     _firing: Firing
@@ -98,8 +97,8 @@ class Counting:
         previous revisions'), for every rule that counts them; `where`: for the attribution."""
         retrieval = retrieval_verdict(results) if where is not None else None
         for i, rule in enumerate(self._rules):
-            if i in self._fleet_rules or i == self._judge_rule:
-                continue  # judged on the fleet's counters, or the anchor check's
+            if i in self._fleet_rules:
+                continue  # judged on the fleet's counters
             histogram = rule.histogram(results, origin if paired is None else None)
             own = None if paired is None else rule.histogram(paired) or []
             if histogram is None:

@@ -26,15 +26,16 @@ from monitor.alerts.counting import Counting
 from monitor.alerts.entries import CONVERSATION_BUDGET, Entries
 from monitor.alerts.firing import Firing, RaisedBoosts
 from monitor.alerts.gauges import AlertGauges
-from monitor.alerts.kinds import Key, RuleKind
-from monitor.alerts.kinds import judge_changed as judges
+from monitor.alerts.kinds import Key, Reported, RuleKind
 from monitor.alerts.kinds.pick import kind_for
 from monitor.alerts.outbox import Outbox
 from monitor.alerts.rule import (
+    Origin,
     Rule,
     judging_window_s,
     longest_memory_s,
     longest_window_s,
+    rules_of,
     severity_thresholds,
 )
 from monitor.alerts.state import StateFile, add_part
@@ -121,7 +122,6 @@ class AlertEngine(Counting):
             for i, rule in enumerate(self._rules)
             if fleet is not None and fleet.reads(rule.config)
         }
-        self._judge_rule = judges.judge_rule(self._rules)  # the anchor check's page
         self._idle_s = parse_duration(conversation_idle)
         self._entries = Entries(
             self._rules,
@@ -165,7 +165,7 @@ class AlertEngine(Counting):
         `backtest` make it."""
         alerts = config.alerts
         return cls(
-            [*alerts.rules, *judges.judge_changed_rules(config)],
+            rules_of(config),
             telemetry,
             notifiers,
             severity_thresholds=severity_thresholds(config),
@@ -210,12 +210,17 @@ class AlertEngine(Counting):
                 self._fleet.run(self.add_counts), name="alert-fleet-reader"
             )
 
-    def judge_checked(self, evaluator: str, figures: Mapping[str, float] | None) -> None:
-        """An anchor check that compared `evaluator` with its baseline: the figures of the
-        change it found, or None (its verdicts held); judged at once."""
-        now, i = self._clock(), self._judge_rule
-        if judges.checked(self._entries, self._kinds, i, evaluator, figures, now):
-            self._wake_up()
+    def report(self, subject: str, figures: Mapping[str, float] | None) -> None:
+        """A report on `subject` to every `Reported` kind (the anchor check's on a judge
+        evaluator it compared with its baseline: the figures of the change it found, or
+        None, its verdicts held); judged at once."""
+        now = self._clock()
+        for i, kind in enumerate(self._kinds):
+            if isinstance(kind, Reported):
+                key = (i, subject, "")
+                self._entries.add(key, [0.0, 0.0], None, Origin(subject), now)  # made if none
+                kind.report(self._entries[key].state, now, figures)
+                self._wake_up()
 
     def _wake_up(self) -> None:
         self._due = True
@@ -268,18 +273,36 @@ class AlertEngine(Counting):
         emptied as it is restored)."""
 
         def place(i: int, service: str, cohort: str) -> Key:
-            if i == self._judge_rule:
-                return (i, service, cohort)  # a judge's name, of the config's
+            if isinstance(self._kinds[i], Reported):
+                return (i, service, cohort)  # what the report is of, as it names it
             by = self._rules[i].cohort_by
             return (i, self._subjects.service(service), self._subjects.cohort(by, cohort))
 
-        judges.configured_judges(saved, self._rules, self._judge_rule)
+        self._reported_only(saved)
         dropped = self._entries.restore(saved, place, self._clock(), release=release)
         if dropped:
             self._gauges.entries_dropped.labels("load").inc(dropped)
         restored_firing = self.firing()
         if restored_firing:
             log.info("alert state restored; firing: %s", restored_firing)
+
+    def _reported_only(self, saved: dict[str, Any]) -> None:
+        """Leaves out of `saved` the pages of `Reported` kinds on subjects the config no
+        longer has them report on (a judge no longer configured)."""
+        for rule, kind in zip(self._rules, self._kinds, strict=True):
+            raw = saved.get(rule.config.name)
+            services = raw.get("services") if isinstance(raw, dict) else None
+            if not isinstance(kind, Reported) or not isinstance(services, dict):
+                continue
+            gone = [subject for subject in services if not kind.reports_on(subject)]
+            for subject in gone:
+                del services[subject]
+            if gone:
+                log.warning(
+                    "alert state: %d pages of %s on subjects no longer reported on left out",
+                    len(gone),
+                    rule.config.name,
+                )
 
     def firing(self) -> list[tuple[str, str]]:
         """(rule, service) pairs currently firing; for a cohort rule the service is

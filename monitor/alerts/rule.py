@@ -91,13 +91,11 @@ class Rule:
     @property
     def memory_s(self) -> float:
         """How far back the rule's state reaches: its window, and a regression rule's
-        history (`monitor.evidence.history`)."""
-        if isinstance(self.config, JudgeChangedRule):
-            return self.config.memory_s
+        history (`monitor.evidence.history`), or what its config keeps a page for (the
+        judge-changed rule's: past its last check)."""
         terms = self.terms
-        if not terms.baseline_s:
-            return terms.window_s
-        return terms.window_s + history_span_s(terms.baseline_s, terms.season)
+        history = history_span_s(terms.baseline_s, terms.season) if terms.baseline_s else 0.0
+        return max(terms.window_s + history, self.config.memory_s)
 
     @property
     def subject(self) -> str:
@@ -226,6 +224,16 @@ def fingerprint(rule: Rule) -> str:
     if cfg.cohorts is not None:
         out += f"|by {cfg.cohorts.by}"
     return out
+
+
+def rules_of(config: Config) -> list[AlertRule | JudgeChangedRule]:
+    """The rules the engine of `config` judges: `alerts.rules`, and while `audit.anchors` is
+    on the anchor check's judge-changed rule (its judges, the config's evaluators)."""
+    anchors = config.audit.anchors
+    if not anchors.enabled:
+        return list(config.alerts.rules)
+    judges = tuple(e.name for e in config.evaluators)
+    return [*config.alerts.rules, JudgeChangedRule(every=anchors.every, judges=judges)]
 
 
 def severity_thresholds(config: Config) -> dict[str, Severity]:

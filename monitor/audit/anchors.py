@@ -44,9 +44,9 @@ estimate is withheld."""
 
 class Pager(Protocol):
     """Where a check that compared a judge with its baseline goes (the alert engine's
-    `judge_checked`, which pages): the figures of the change it found, or None."""
+    `report`, which pages): the figures of the change it found, or None."""
 
-    def __call__(self, evaluator: str, figures: Mapping[str, float] | None) -> None: ...
+    def __call__(self, evaluator: str, figures: Mapping[str, float] | None, /) -> None: ...
 
 
 class Budget(Protocol):

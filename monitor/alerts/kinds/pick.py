@@ -24,24 +24,20 @@ class KindClass(Protocol):
     def summary(config: AlertRule, budget: str) -> str: ...
 
 
-# The rule key that makes a rule of each kind.
+# The rule key that makes a rule of each kind (`kind_key` of its config class).
 KINDS: dict[str, KindClass] = {
     "baseline": Regression,
     "cohorts": Cohorts,
     "max_defect_rate": Absolute,
     "slo": Slo,
 }
+# Kinds of the rules the engine makes itself (`rule.rules_of`), no user's.
+MADE: dict[str, KindClass] = {"judge_changed": JudgeChanged}
 
 
 def kind_class(config: AlertRule | JudgeChangedRule) -> KindClass:
-    """The class of the kind of a rule, by the key it sets (`KINDS`); the judge-changed
-    rule is no user's."""
-    if isinstance(config, JudgeChangedRule):
-        return JudgeChanged
-    for key, cls in KINDS.items():
-        if getattr(config, key) is not None:
-            return cls
-    raise ValueError(f"rule {config.name} has no kind")
+    """The class of the kind of a rule, by its config class's key (`KINDS`, `MADE`)."""
+    return {**KINDS, **MADE}[config.kind_key]
 
 
 def kind_for(rule: Rule, interval_s: float) -> RuleKind:
