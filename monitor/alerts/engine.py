@@ -41,9 +41,10 @@ from monitor.alerts.rule import (
 from monitor.alerts.state import StateFile, add_part
 from monitor.alerts.subjects import Subjects
 from monitor.boosts import SamplingBoosts
-from monitor.component import Alert, Notifier
+from monitor.component import Alert, Evaluated, Notifier
 from monitor.config import FALSE_PAGE_EVERY, AlertRule, Config, JudgeChangedRule, parse_duration
-from monitor.results import Severity
+from monitor.records.where import Where
+from monitor.results import Results, Severity
 from monitor.telemetry import Telemetry
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ log = logging.getLogger(__name__)
 DEFAULT_CONVERSATION_IDLE = "10m"
 
 
-class AlertEngine(Counting):
+class AlertEngine:
     """A `ResultSink` that turns evaluation results into alerts (see the module docstring).
     `from_config` makes it from the config, as the pipeline and `backtest` do: most keyword
     arguments are the `alerts.*` keys of those names; `severity_thresholds` are the graders'
@@ -143,6 +144,17 @@ class AlertEngine(Counting):
             resend_s=resend_interval_s,
             fleet_rules=self._fleet_rules,
         )
+        self._counting = Counting(
+            self._rules,
+            fleet_rules=self._fleet_rules,
+            subjects=self._subjects,
+            entries=self._entries,
+            firing=self._firing,
+            attribution=self.attribution,
+            telemetry=telemetry,
+            clock=clock,
+            wake_up=self._wake_up,
+        )
         self._task: asyncio.Task[None] | None = None
         self._fleet_task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
@@ -191,7 +203,49 @@ class AlertEngine(Counting):
         """A test reached its budget since the last evaluation: one is due now."""
         return self._due
 
-    # -- ResultSink -------------------------------------------------------------------
+    # -- ResultSink, and what else counts verdicts (`Counting`) ---------------------------
+
+    def emit(self, batch: Sequence[Evaluated]) -> None:
+        """Each record's own verdicts, then its other revisions' (`Counting.emit`)."""
+        self._counting.emit(batch)
+
+    def count_results(
+        self,
+        origin: Origin,
+        results: Results,
+        now: float,
+        where: Where | None = None,
+        paired: Results | None = None,
+    ) -> None:
+        """One record's verdicts (`Counting.count_results`: `backtest` replays them)."""
+        self._counting.count_results(origin, results, now, where, paired)
+
+    def count_shadow(self, origin: Origin, shadow: Results, now: float, own: Results) -> None:
+        """Verdicts of revisions scoring a record in shadow (`Counting.count_shadow`)."""
+        self._counting.count_shadow(origin, shadow, now, own)
+
+    def add_counts(
+        self,
+        rule_name: str,
+        service: str,
+        cohort: str,
+        histogram: Sequence[float],
+        revision: str | None = None,
+    ) -> None:
+        """The fleet's verdicts for one rule (`Counting.add_counts`; `monitor.alerts.fleet`)."""
+        self._counting.add_counts(rule_name, service, cohort, histogram, revision)
+
+    def count(
+        self,
+        i: int,
+        origin: Origin,
+        histogram: Sequence[float],
+        revision: str | None,
+        now: float,
+        paired: Sequence[float] | None = None,
+    ) -> Key | None:
+        """Verdicts for rule `i` as a histogram (`Counting.count`); the entry they went to."""
+        return self._counting.count(i, origin, histogram, revision, now, paired)
 
     async def start(self) -> None:
         if self._state_file is not None:
