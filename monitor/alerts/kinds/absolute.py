@@ -16,6 +16,7 @@ from monitor.evidence import (
     Arrival,
     Moments,
     SlidingWindow,
+    Terms,
     Unit,
     UnitSums,
     design_effect,
@@ -85,7 +86,7 @@ class WindowKind:
 
 class Absolute(WindowKind):
     @staticmethod
-    def summary(config: AlertRule, budget: str) -> str:
+    def summary(config: AlertRule, terms: Terms, budget: str) -> str:
         return f"defect rate > {config.max_defect_rate:g} over {config.window} ({budget})"
 
     def judge(self, entries: Mapping[str, Entry], now: float) -> dict[str, Judgment]:

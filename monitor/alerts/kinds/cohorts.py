@@ -14,10 +14,10 @@ from monitor.alerts.describe import p_text, utc
 from monitor.alerts.gauges import AlertGauges
 from monitor.alerts.kinds import Decision, Entry, Judgment, decide
 from monitor.alerts.kinds.absolute import WindowKind, WindowState
-from monitor.alerts.rule import terms_of
 from monitor.config import AlertRule
 from monitor.evidence import (
     Moments,
+    Terms,
     design_effect,
     increase_p_value,
     saved_number,
@@ -75,10 +75,10 @@ class Cohorts(WindowKind):
     state_type = CohortState
 
     @staticmethod
-    def summary(config: AlertRule, budget: str) -> str:
+    def summary(config: AlertRule, terms: Terms, budget: str) -> str:
         assert config.cohorts is not None
         measured = "mean defect score" if config.measure == "scores" else "defect rate"
-        rise = terms_of(config, budget).rise_text()
+        rise = terms.rise_text()
         return (
             f"{measured} of each {config.cohorts.by} over {config.window} up by "
             f"{rise} or more on the rest of its service ({budget})"

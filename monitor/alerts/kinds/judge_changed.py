@@ -21,7 +21,7 @@ from monitor.alerts.kinds import Decision, Entry, Judgment, decide
 from monitor.alerts.rule import Rule
 from monitor.component import GENERATOR
 from monitor.config import AlertRule, JudgeChangedRule
-from monitor.evidence import Arrival, Unit, saved_number
+from monitor.evidence import Arrival, Terms, Unit, saved_number
 
 # The figures a check's page carries (`AnchorCheck`), the only ones a state file may hold.
 FIGURES = frozenset(
@@ -73,7 +73,7 @@ class JudgeChanged:
         self._stale_s = rule.config.memory_s
 
     @staticmethod
-    def summary(config: AlertRule, budget: str) -> str:
+    def summary(config: AlertRule, terms: Terms, budget: str) -> str:
         return "a judge's verdicts on the anchors moved (audit.anchors)"
 
     def report(self, state: Checked, now: float, figures: Mapping[str, float] | None) -> None:

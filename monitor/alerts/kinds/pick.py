@@ -10,8 +10,9 @@ from monitor.alerts.kinds.cohorts import Cohorts
 from monitor.alerts.kinds.judge_changed import JudgeChanged
 from monitor.alerts.kinds.regression import Regression
 from monitor.alerts.kinds.slo import Slo
-from monitor.alerts.rule import Rule
+from monitor.alerts.rule import Rule, terms_of
 from monitor.config import AlertRule, JudgeChangedRule
+from monitor.evidence import Terms
 
 
 class KindClass(Protocol):
@@ -21,7 +22,7 @@ class KindClass(Protocol):
     def __call__(self, rule: Rule, interval_s: float) -> RuleKind: ...
 
     @staticmethod
-    def summary(config: AlertRule, budget: str) -> str: ...
+    def summary(config: AlertRule, terms: Terms, budget: str) -> str: ...
 
 
 # The rule key that makes a rule of each kind (`kind_key` of its config class).
@@ -48,4 +49,5 @@ def kind_for(rule: Rule, interval_s: float) -> RuleKind:
 def summary(config: AlertRule, default_budget: str) -> str:
     """`alert NAME: what it pages on (...)`, as `check-config` prints it."""
     budget = f"one false page per {config.false_page_every or default_budget}"
-    return f"alert {config.name}: {kind_class(config).summary(config, budget)}"
+    terms = terms_of(config, config.false_page_every or default_budget)
+    return f"alert {config.name}: {kind_class(config).summary(config, terms, budget)}"

@@ -24,9 +24,9 @@ from monitor.alerts.kinds.regression_held import (
 )
 from monitor.alerts.kinds.regression_shadow import ShadowHooks
 from monitor.alerts.kinds.regression_state import RegressionState
-from monitor.alerts.rule import Rule, terms_of
+from monitor.alerts.rule import Rule
 from monitor.config import AlertRule
-from monitor.evidence import Arrival, Moments, Unit
+from monitor.evidence import Arrival, Moments, Terms, Unit
 from monitor.telemetry import RateLimitedLog
 
 _log = RateLimitedLog(logging.getLogger(__name__), 3600.0)
@@ -48,10 +48,10 @@ class Regression(ShadowHooks):
         self._interval = interval_s
 
     @staticmethod
-    def summary(config: AlertRule, budget: str) -> str:
+    def summary(config: AlertRule, terms: Terms, budget: str) -> str:
         assert config.baseline is not None
         measured = "mean defect score" if config.measure == "scores" else "defect rate"
-        rise = terms_of(config, budget).rise_text()
+        rise = terms.rise_text()
         return (
             f"{measured} up by {rise} or more on {reference_text(config.baseline)} "
             f"({config.test} test, window {config.window}, {budget})"

@@ -22,6 +22,7 @@ from monitor.evidence import (
     Arrival,
     Moments,
     SlidingWindow,
+    Terms,
     Unit,
     restore_slices,
     saved_number,
@@ -104,7 +105,7 @@ class Slo:
         self._severities = list(dict.fromkeys(row.severity for row in self.rows))
 
     @staticmethod
-    def summary(config: AlertRule, budget: str) -> str:
+    def summary(config: AlertRule, terms: Terms, budget: str) -> str:
         slo = config.slo
         assert slo is not None
         scores = " on the mean defect score" if config.measure == "scores" else ""
