@@ -87,7 +87,7 @@ class WindowKind:
 class Absolute(WindowKind):
     @staticmethod
     def summary(config: AlertRule, terms: Terms, budget: str) -> str:
-        return f"defect rate > {config.max_defect_rate:g} over {config.window} ({budget})"
+        return f"defect rate > {terms.max_rate:g} over {config.window} ({budget})"
 
     def judge(self, entries: Mapping[str, Entry], now: float) -> dict[str, Judgment]:
         terms = self.terms
@@ -121,7 +121,7 @@ class Absolute(WindowKind):
             ),
             "description": (
                 f"{current.defects:g}/{current.samples} defects, Wilson interval "
-                f"[{lower:.3f}, {upper:.3f}] vs max_defect_rate {cfg.max_defect_rate}; "
+                f"[{lower:.3f}, {upper:.3f}] vs max_defect_rate {self.terms.max_rate}; "
                 f"min_samples {self.terms.min_samples}; one false page per {self.rule.budget}"
             ),
             "defect_rate": f"{current.mean:.4f}",

@@ -1,7 +1,7 @@
 """Regression rules (`baseline`): a service's current window against what it is expected to
 show now (`History.expectation`: level, day and week), testing "the mean rose by at most
-the rule's margin" (`Terms.margin`: half of `min_increase`) with the sequential test (the default) or a per-evaluation z-test
-(`test: window`). What each step means for users, and why, is in docs/alerts.md
+the rule's margin" (`Terms.margin`) with the sequential test (the default) or a
+per-evaluation z-test (`test: window`). What each step means for users, and why, is in docs/alerts.md
 ("Regression rules"): when a rule may fire, how it resolves or accepts a new normal, how an
 evaluator revision carries over, and why a rise never teaches the level before it is judged.
 """
