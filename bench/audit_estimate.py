@@ -1,4 +1,4 @@
-"""The audited estimate of the true defect rate (`monitor.audit.estimate`) on labelled data:
+"""The audited estimate of the true defect rate (`monitor.evidence.ppi`) on labelled data:
 the embedded detector's verdicts on every record, the labels as the reference on an audited
 share chosen by the sampling hash.
 
@@ -64,8 +64,8 @@ from pathlib import Path  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness import bench_docs, bench_smoke  # noqa: E402
-from monitor.audit.anchors import Flips  # noqa: E402
-from monitor.audit.estimate import MIN_AUDITED, Tally, Trace, estimate  # noqa: E402
+from monitor.evidence.flips import Flips  # noqa: E402
+from monitor.evidence.ppi import MIN_AUDITED, Tally, Trace, estimate  # noqa: E402
 from monitor.processors.sampler import sampling_position  # noqa: E402
 
 DEFAULT_CACHE = Path(tempfile.gettempdir()) / "rag-monitor-audit-verdicts.json"

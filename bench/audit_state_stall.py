@@ -33,7 +33,6 @@ sys.path.insert(0, str(HERE.parent))
 from harness import bench_docs, bench_smoke  # noqa: E402
 from monitor.alerts.state import StateFile, StateFormat  # noqa: E402
 from monitor.audit import saved  # noqa: E402
-from monitor.audit.estimate import Trace  # noqa: E402
 from monitor.audit.kept import KeptState, Pair  # noqa: E402
 from monitor.audit.saved import (  # noqa: E402
     Awaiting,
@@ -43,6 +42,7 @@ from monitor.audit.saved import (  # noqa: E402
     Pending,
     Windows,
 )
+from monitor.evidence.ppi import Trace  # noqa: E402
 from monitor.records.where import DIMENSIONS  # noqa: E402
 from monitor.telemetry import create_telemetry  # noqa: E402
 

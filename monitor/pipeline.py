@@ -345,7 +345,7 @@ def _anchor_check(
         load_anchors(anchors.file),
         budget,
         telemetry,
-        engine.judge_checked,
+        engine.report,
         changes=changes,
         every_s=parse_duration(anchors.every),
         alpha=anchors.alpha,

@@ -273,9 +273,10 @@ class Backtest:
                 (cfg.evaluator is None) != (row.evaluator is None)
             ):
                 continue
-            histogram = row.histogram(rule.steps, cfg.measure == "scores")
+            steps = rule.terms.steps
+            histogram = row.histogram(steps, cfg.measure == "scores")
             if histogram is not None:
-                defects = sum(n * k / rule.steps for k, n in enumerate(histogram))
+                defects = sum(n * k / steps for k, n in enumerate(histogram))
                 self.summary.count_day(cfg.name, service, now, sum(histogram), defects)
                 key = engine.count(i, row.origin, histogram, row.revision, now)
                 if key is not None:

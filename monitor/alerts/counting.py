@@ -1,11 +1,11 @@
 """How the alert engine counts verdicts: a record's own, its other revisions' (previous,
 paired with its own; next, in shadow) and the fleet's, into the entry of each (rule, service,
-cohort) that counts them (`AlertEngine` is a `Counting`)."""
+cohort) that counts them (`Counting`, a part the `AlertEngine` owns and hands them to)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from monitor.alerts.attribution import Attribution, retrieval_verdict
 from monitor.alerts.entries import Entries
@@ -22,20 +22,34 @@ log = logging.getLogger("monitor.alerts.engine")
 
 
 class Counting:
-    """The engine's counting: what it reads of the engine's own parts."""
+    """The engine's counting, a part it owns: verdicts of `rules` (but those of
+    `fleet_rules`, judged on the fleet's counters) into the `entries` of the services and
+    cohorts `subjects` keeps, each counted verdict shown to the `attribution`; a verdict of
+    another evaluator revision told to `firing`; `wake_up` called when a test reached its
+    budget (an evaluation is due now)."""
 
-    attribution: Attribution
-    _rules: list[Rule]
-    _fleet_rules: set[int]
-    _judge_rule: int | None
-    _subjects: Subjects
-    _entries: Entries
-    _firing: Firing
-    _clock: Callable[[], float]
-    _t: Telemetry
-
-    def _wake_up(self) -> None:
-        raise NotImplementedError
+    def __init__(
+        self,
+        rules: Sequence[Rule],
+        *,
+        fleet_rules: Collection[int],
+        subjects: Subjects,
+        entries: Entries,
+        firing: Firing,
+        attribution: Attribution,
+        telemetry: Telemetry,
+        clock: Callable[[], float],
+        wake_up: Callable[[], None],
+    ) -> None:
+        self._rules = rules
+        self._fleet_rules = fleet_rules
+        self._subjects = subjects
+        self._entries = entries
+        self._firing = firing
+        self.attribution = attribution
+        self._t = telemetry
+        self._clock = clock
+        self._wake_up = wake_up
 
     def emit(self, batch: Sequence[Evaluated]) -> None:
         """Each record's own verdicts, then its previous revisions' paired with them
@@ -98,8 +112,8 @@ class Counting:
         previous revisions'), for every rule that counts them; `where`: for the attribution."""
         retrieval = retrieval_verdict(results) if where is not None else None
         for i, rule in enumerate(self._rules):
-            if i in self._fleet_rules or i == self._judge_rule:
-                continue  # judged on the fleet's counters, or the anchor check's
+            if i in self._fleet_rules:
+                continue  # judged on the fleet's counters
             histogram = rule.histogram(results, origin if paired is None else None)
             own = None if paired is None else rule.histogram(paired) or []
             if histogram is None:

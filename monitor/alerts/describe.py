@@ -12,7 +12,7 @@ from typing import Literal
 
 from monitor.alerts.rule import Rule
 from monitor.component import GENERATOR, Alert
-from monitor.config import Alerts, Config, JudgeChangedRule
+from monitor.config import Alerts, Config
 
 DEFAULT_RESEND_INTERVAL_S = 60.0
 
@@ -27,18 +27,13 @@ def alert(
     ends_at: datetime,
     generator_url: str,
     severity: str | None = None,
+    labels: dict[str, str] | None = None,
 ) -> Alert:
     """The alert one (rule, service, cohort) sends: labels, annotations, times; `severity`
-    where the rule's kind names it (`Judgment.severity`), else the rule's."""
+    where the rule's kind names it (`Judgment.severity`), else the rule's; `labels` where
+    the kind names its pages itself (`kinds.Reported`: of no service)."""
     cfg = rule.config
-    if isinstance(cfg, JudgeChangedRule):
-        # One entry per judge evaluator, in the service's place: the page names the judge.
-        labels = {
-            "alertname": cfg.name,
-            "evaluator": service,
-            "severity": severity or cfg.severity,
-            "generator": GENERATOR,
-        }
+    if labels is not None:
         service = ""
     else:
         labels = _labels(rule, service, cohort, severity)

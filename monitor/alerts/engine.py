@@ -26,24 +26,26 @@ from monitor.alerts.counting import Counting
 from monitor.alerts.entries import CONVERSATION_BUDGET, Entries
 from monitor.alerts.firing import Firing, RaisedBoosts
 from monitor.alerts.gauges import AlertGauges
-from monitor.alerts.kinds import Key, RuleKind
-from monitor.alerts.kinds import judge_changed as judges
+from monitor.alerts.kinds import Key, Reported, RuleKind
 from monitor.alerts.kinds.pick import kind_for
 from monitor.alerts.kinds.regression_state import RegressionState
 from monitor.alerts.outbox import Outbox
 from monitor.alerts.rule import (
+    Origin,
     Rule,
     judging_window_s,
     longest_memory_s,
     longest_window_s,
+    rules_of,
     severity_thresholds,
 )
 from monitor.alerts.state import StateFile, add_part
 from monitor.alerts.subjects import Subjects
 from monitor.boosts import SamplingBoosts
-from monitor.component import Alert, Held, Notifier
+from monitor.component import Alert, Evaluated, Held, Notifier
 from monitor.config import FALSE_PAGE_EVERY, AlertRule, Config, JudgeChangedRule, parse_duration
-from monitor.results import Severity
+from monitor.records.where import Where
+from monitor.results import Results, Severity
 from monitor.telemetry import Telemetry
 
 if TYPE_CHECKING:
@@ -54,7 +56,7 @@ log = logging.getLogger(__name__)
 DEFAULT_CONVERSATION_IDLE = "10m"
 
 
-class AlertEngine(Counting):
+class AlertEngine:
     """A `ResultSink` that turns evaluation results into alerts (see the module docstring).
     `from_config` makes it from the config, as the pipeline and `backtest` do: most keyword
     arguments are the `alerts.*` keys of those names; `severity_thresholds` are the graders'
@@ -126,7 +128,6 @@ class AlertEngine(Counting):
             for i, rule in enumerate(self._rules)
             if fleet is not None and fleet.reads(rule.config)
         }
-        self._judge_rule = judges.judge_rule(self._rules)  # the anchor check's page
         self._idle_s = parse_duration(conversation_idle)
         self._entries = Entries(
             self._rules,
@@ -147,6 +148,17 @@ class AlertEngine(Counting):
             boosted=RaisedBoosts(self._rules, boosts, self._gauges),
             resend_s=resend_interval_s,
             fleet_rules=self._fleet_rules,
+        )
+        self._counting = Counting(
+            self._rules,
+            fleet_rules=self._fleet_rules,
+            subjects=self._subjects,
+            entries=self._entries,
+            firing=self._firing,
+            attribution=self.attribution,
+            telemetry=telemetry,
+            clock=clock,
+            wake_up=self._wake_up,
         )
         self._task: asyncio.Task[None] | None = None
         self._fleet_task: asyncio.Task[None] | None = None
@@ -170,7 +182,7 @@ class AlertEngine(Counting):
         `backtest` make it."""
         alerts = config.alerts
         return cls(
-            [*alerts.rules, *judges.judge_changed_rules(config)],
+            rules_of(config),
             telemetry,
             notifiers,
             severity_thresholds=severity_thresholds(config),
@@ -196,7 +208,49 @@ class AlertEngine(Counting):
         """A test reached its budget since the last evaluation: one is due now."""
         return self._due
 
-    # -- ResultSink -------------------------------------------------------------------
+    # -- ResultSink, and what else counts verdicts (`Counting`) ---------------------------
+
+    def emit(self, batch: Sequence[Evaluated]) -> None:
+        """Each record's own verdicts, then its other revisions' (`Counting.emit`)."""
+        self._counting.emit(batch)
+
+    def count_results(
+        self,
+        origin: Origin,
+        results: Results,
+        now: float,
+        where: Where | None = None,
+        paired: Results | None = None,
+    ) -> None:
+        """One record's verdicts (`Counting.count_results`: `backtest` replays them)."""
+        self._counting.count_results(origin, results, now, where, paired)
+
+    def count_shadow(self, origin: Origin, shadow: Results, now: float, own: Results) -> None:
+        """Verdicts of revisions scoring a record in shadow (`Counting.count_shadow`)."""
+        self._counting.count_shadow(origin, shadow, now, own)
+
+    def add_counts(
+        self,
+        rule_name: str,
+        service: str,
+        cohort: str,
+        histogram: Sequence[float],
+        revision: str | None = None,
+    ) -> None:
+        """The fleet's verdicts for one rule (`Counting.add_counts`; `monitor.alerts.fleet`)."""
+        self._counting.add_counts(rule_name, service, cohort, histogram, revision)
+
+    def count(
+        self,
+        i: int,
+        origin: Origin,
+        histogram: Sequence[float],
+        revision: str | None,
+        now: float,
+        paired: Sequence[float] | None = None,
+    ) -> Key | None:
+        """Verdicts for rule `i` as a histogram (`Counting.count`); the entry they went to."""
+        return self._counting.count(i, origin, histogram, revision, now, paired)
 
     async def start(self) -> None:
         if self._state_file is not None:
@@ -219,12 +273,17 @@ class AlertEngine(Counting):
                 self._fleet.run(self.add_counts), name="alert-fleet-reader"
             )
 
-    def judge_checked(self, evaluator: str, figures: Mapping[str, float] | None) -> None:
-        """An anchor check that compared `evaluator` with its baseline: the figures of the
-        change it found, or None (its verdicts held); judged at once."""
-        now, i = self._clock(), self._judge_rule
-        if judges.checked(self._entries, self._kinds, i, evaluator, figures, now):
-            self._wake_up()
+    def report(self, subject: str, figures: Mapping[str, float] | None) -> None:
+        """A report on `subject` to every `Reported` kind (the anchor check's on a judge
+        evaluator it compared with its baseline: the figures of the change it found, or
+        None, its verdicts held); judged at once."""
+        now = self._clock()
+        for i, kind in enumerate(self._kinds):
+            if isinstance(kind, Reported):
+                key = (i, subject, "")
+                self._entries.add(key, [0.0, 0.0], None, Origin(subject), now)  # made if none
+                kind.report(self._entries[key].state, now, figures)
+                self._wake_up()
 
     def _wake_up(self) -> None:
         self._due = True
@@ -277,12 +336,12 @@ class AlertEngine(Counting):
         emptied as it is restored)."""
 
         def place(i: int, service: str, cohort: str) -> Key:
-            if i == self._judge_rule:
-                return (i, service, cohort)  # a judge's name, of the config's
+            if isinstance(self._kinds[i], Reported):
+                return (i, service, cohort)  # what the report is of, as it names it
             by = self._rules[i].cohort_by
             return (i, self._subjects.service(service), self._subjects.cohort(by, cohort))
 
-        judges.configured_judges(saved, self._rules, self._judge_rule)
+        self._reported_only(saved)
         dropped = self._entries.restore(saved, place, self._clock(), release=release)
         if dropped:
             self._gauges.entries_dropped.labels("load").inc(dropped)
@@ -322,6 +381,24 @@ class AlertEngine(Counting):
         ]
         out.sort(key=lambda row: (row["rule"], row["service"]))
         return out
+
+    def _reported_only(self, saved: dict[str, Any]) -> None:
+        """Leaves out of `saved` the pages of `Reported` kinds on subjects the config no
+        longer has them report on (a judge no longer configured)."""
+        for rule, kind in zip(self._rules, self._kinds, strict=True):
+            raw = saved.get(rule.config.name)
+            services = raw.get("services") if isinstance(raw, dict) else None
+            if not isinstance(kind, Reported) or not isinstance(services, dict):
+                continue
+            gone = [subject for subject in services if not kind.reports_on(subject)]
+            for subject in gone:
+                del services[subject]
+            if gone:
+                log.warning(
+                    "alert state: %d pages of %s on subjects no longer reported on left out",
+                    len(gone),
+                    rule.config.name,
+                )
 
     def firing(self) -> list[tuple[str, str]]:
         """(rule, service) pairs currently firing; for a cohort rule the service is

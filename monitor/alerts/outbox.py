@@ -12,10 +12,9 @@ from typing import Literal
 
 from monitor.alerts import describe
 from monitor.alerts.attribution import Attribution, Explanation
-from monitor.alerts.kinds import Entry, Judgment, Key, Kind
+from monitor.alerts.kinds import Entry, Judgment, Key, Kind, Reported
 from monitor.alerts.rule import Rule
 from monitor.component import Alert, Notifier
-from monitor.config import JudgeChangedRule
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +68,10 @@ class Outbox:
         if entry.revision is not None:
             annotations["evaluator_revision"] = entry.revision
         explanation: Explanation | None = None
-        if status == "firing" and not isinstance(rule.config, JudgeChangedRule):
-            # (A judge-changed page is of no service's verdicts: nothing to attribute.)
+        kind = self._kinds[i]
+        reported = kind if isinstance(kind, Reported) else None
+        if status == "firing" and reported is None:
+            # (A reported page is of no service's verdicts: nothing to attribute.)
             explanation = self._attribution.explain(key, judgment, now)
             annotations.update(explanation.annotations())
             note = self._evaluator_note(rule.config.evaluator)
@@ -87,6 +88,7 @@ class Outbox:
             describe.utc(ends),
             self._generator_url,
             judgment.severity,
+            None if reported is None else reported.labels(service, judgment.severity),
         )
         where_alerts, entry.where = self._attribution.sent(key, alert, explanation, entry.where)
         self._where_alerts.extend(where_alerts)

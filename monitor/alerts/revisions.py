@@ -75,7 +75,7 @@ class Revisions:
                 self._replaced[key] = (replaced[0], now)
             return Route.OWN
         before, own_seen = replaced or ((), 0.0)
-        if revision in before and now - own_seen < self._rules[key[0]].window_s:
+        if revision in before and now - own_seen < self._rules[key[0]].terms.window_s:
             # Late verdicts, or a rollout with both live: the revision it replaced last
             # measures the new one's offset.
             replacing = self._replacing[key[0]]
@@ -108,7 +108,7 @@ class Revisions:
             revision,
             own,
             own,
-            rule.window_s,
+            rule.terms.window_s,
             own,
         )
 

@@ -1,15 +1,17 @@
 """One alert rule as the engine reads it: which verdicts of a result it counts (and as what
-defect value), the evaluator revision they came from, the cohort a record belongs to, its
-windows and its false-page budget. What a rule decides lives in its kind
-(`monitor.alerts.kinds`)."""
+defect value), the evaluator revision they came from, the cohort a record belongs to, and
+its `Terms` (`monitor.evidence`: every threshold, windows and false-page budget among them,
+and what each means), made here from the config (`terms_of`). What a rule decides lives in
+its kind (`monitor.alerts.kinds`)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Literal
 
-from monitor.config import AlertRule, Config, JudgeChangedRule, parse_duration
-from monitor.evidence import history_span_s
+from monitor.config import AlertRule, Config, JudgeChangedRule, parse_duration, pinned_period
+from monitor.evidence import Terms, history_span_s
 from monitor.records import RagRecord
 from monitor.records import sender as sender_of
 from monitor.records.fingerprint import request_fingerprint
@@ -65,11 +67,10 @@ class Origin:
 @dataclass(frozen=True)
 class Rule:
     config: AlertRule | JudgeChangedRule
-    window_s: float
-    # How rarely the rule may page on a service that did not change: seconds, as written.
-    budget_s: float
+    # Every threshold the rule judges with, and what each means (`monitor.evidence.Terms`).
+    terms: Terms
+    # The false-page budget as written (`terms.budget_s` in seconds).
     budget: str
-    baseline_s: float | None = None
     # Safety rules: the severity at which each grading evaluator calls a verdict a defect.
     thresholds: Mapping[str, Severity] = field(default_factory=dict)
 
@@ -81,43 +82,20 @@ class Rule:
         thresholds: Mapping[str, Severity],
     ) -> Rule:
         budget = config.false_page_every or false_page_every
-        return cls(
-            config,
-            parse_duration(config.window),
-            parse_duration(budget),
-            budget,
-            parse_duration(config.baseline.window) if config.baseline else None,
-            thresholds,
-        )
+        return cls(config, terms_of(config, budget), budget, thresholds)
 
     @property
     def sequential(self) -> bool:
         return self.config.test == "sequential"
 
     @property
-    def steps(self) -> int:
-        """Defect values are multiples of 1/steps (0 and 1 for verdicts)."""
-        return SCORE_STEPS if self.config.measure == "scores" else 1
-
-    @property
-    def min_increase(self) -> float:
-        return self.config.min_increase or 0.0
-
-    @property
-    def accept_after_s(self) -> float:
-        baseline = self.config.baseline
-        return parse_duration(baseline.accept_after) if baseline is not None else float("inf")
-
-    @property
     def memory_s(self) -> float:
         """How far back the rule's state reaches: its window, and a regression rule's
-        history (`monitor.evidence.history`)."""
-        if isinstance(self.config, JudgeChangedRule):
-            return self.config.memory_s
-        baseline = self.config.baseline
-        if baseline is None or self.baseline_s is None:
-            return self.window_s
-        return self.window_s + history_span_s(self.baseline_s, baseline.season)
+        history (`monitor.evidence.history`), or what its config keeps a page for (the
+        judge-changed rule's: past its last check)."""
+        terms = self.terms
+        history = history_span_s(terms.baseline_s, terms.season) if terms.baseline_s else 0.0
+        return max(terms.window_s + history, self.config.memory_s)
 
     @property
     def subject(self) -> str:
@@ -170,13 +148,14 @@ class Rule:
         self, results: Mapping[str, EvalResult], origin: Origin | None = None
     ) -> list[float] | None:
         """`samples` as the entries take them: `histogram[k]` verdicts at level `k /
-        steps` (None: none)."""
+        terms.steps` (None: none)."""
         values = self.samples(results, origin)
         if not values:
             return None
-        histogram = [0.0] * (self.steps + 1)
+        steps = self.terms.steps
+        histogram = [0.0] * (steps + 1)
         for value in values:
-            histogram[round(value * self.steps)] += 1
+            histogram[round(value * steps)] += 1
         return histogram
 
     def revision(self, results: Mapping[str, EvalResult]) -> str | None:
@@ -202,10 +181,42 @@ class Rule:
         return getattr(origin, by) or ""
 
 
+def terms_of(config: AlertRule | JudgeChangedRule, budget: str) -> Terms:
+    """The thresholds of `config` with the false-page budget `budget`: the one place a rule's
+    config becomes its `Terms`."""
+    terms = Terms(
+        parse_duration(config.window),
+        parse_duration(budget),
+        min_samples=config.min_samples,
+        steps=SCORE_STEPS if config.measure == "scores" else 1,
+        min_increase=config.min_increase or 0.0,
+        max_rate=config.max_defect_rate if config.max_defect_rate is not None else 1.0,
+    )
+    baseline = config.baseline
+    if baseline is None:
+        return terms
+    reference = baseline.reference
+    kind: Literal["trailing", "last_week", "pinned"] = "pinned"
+    if isinstance(reference, str):
+        kind, pinned = reference, ""
+    else:
+        pinned = reference.pinned
+    return replace(
+        terms,
+        baseline_s=parse_duration(baseline.window),
+        season=baseline.season,
+        baseline_samples=baseline.min_samples,
+        accept_after_s=parse_duration(baseline.accept_after),
+        reference=kind,
+        pinned=pinned_period(pinned) if pinned else (0.0, 0.0),
+        pinned_name=pinned,
+    )
+
+
 def fingerprint(rule: Rule) -> str:
     """What saved state depends on: the same values counted over the same spans."""
     cfg = rule.config
-    out = f"{cfg.evaluator or ''}|{cfg.category or ''}|{rule.window_s}"
+    out = f"{cfg.evaluator or ''}|{cfg.category or ''}|{rule.terms.window_s}"
     if cfg.baseline is not None:
         out += f"|{cfg.baseline.window}|{cfg.baseline.season}"
     if cfg.measure != "verdicts":
@@ -213,6 +224,16 @@ def fingerprint(rule: Rule) -> str:
     if cfg.cohorts is not None:
         out += f"|by {cfg.cohorts.by}"
     return out
+
+
+def rules_of(config: Config) -> list[AlertRule | JudgeChangedRule]:
+    """The rules the engine of `config` judges: `alerts.rules`, and while `audit.anchors` is
+    on the anchor check's judge-changed rule (its judges, the config's evaluators)."""
+    anchors = config.audit.anchors
+    if not anchors.enabled:
+        return list(config.alerts.rules)
+    judges = tuple(e.name for e in config.evaluators)
+    return [*config.alerts.rules, JudgeChangedRule(every=anchors.every, judges=judges)]
 
 
 def severity_thresholds(config: Config) -> dict[str, Severity]:
@@ -230,7 +251,7 @@ def judging_window_s(rules: Sequence[Rule], idle_s: float) -> float:
     windows = [
         max(parse_duration(row.long) for row in r.config.slo.burn_rates)
         if r.config.slo is not None
-        else r.window_s
+        else r.terms.window_s
         for r in rules
     ]
     return max([idle_s, *windows])
@@ -239,7 +260,7 @@ def judging_window_s(rules: Sequence[Rule], idle_s: float) -> float:
 def longest_window_s(rules: Sequence[Rule]) -> float:
     """The longest any rule counts a verdict in its windows (a regression rule's current
     and baseline windows)."""
-    return max((r.window_s + (r.baseline_s or 0.0) for r in rules), default=0.0)
+    return max((r.terms.window_s + r.terms.baseline_s for r in rules), default=0.0)
 
 
 def longest_memory_s(rules: Sequence[Rule]) -> float:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -32,6 +31,7 @@ from typing import Any, Protocol
 
 from monitor.audit._ticker import Ticker
 from monitor.evaluators.base import Evaluator
+from monitor.evidence import Flips
 from monitor.records import RagRecord, RecordError, parse_record
 from monitor.telemetry import Telemetry
 
@@ -44,9 +44,9 @@ estimate is withheld."""
 
 class Pager(Protocol):
     """Where a check that compared a judge with its baseline goes (the alert engine's
-    `judge_checked`, which pages): the figures of the change it found, or None."""
+    `report`, which pages): the figures of the change it found, or None."""
 
-    def __call__(self, evaluator: str, figures: Mapping[str, float] | None) -> None: ...
+    def __call__(self, evaluator: str, figures: Mapping[str, float] | None, /) -> None: ...
 
 
 class Budget(Protocol):
@@ -92,46 +92,6 @@ def load_anchors(path: str | None) -> list[Anchor]:
             raise ValueError(f"{where}: entry {i}: {exc.detail}") from None
         anchors.append(Anchor(record, label == "fail"))
     return anchors
-
-
-def changed_p_value(worse: int, better: int) -> float:
-    """McNemar's exact two-sided p-value: `worse` anchors flipped from right to wrong and
-    `better` from wrong to right."""
-    flips = worse + better
-    if flips == 0:
-        return 1.0
-    tail = sum(math.comb(flips, k) for k in range(min(worse, better) + 1)) / 2.0**flips
-    return min(1.0, 2.0 * tail)
-
-
-@dataclass(frozen=True, slots=True)
-class Flips:
-    """The anchors whose verdict differs between two checks, counted both ways."""
-
-    right_then_wrong: int
-    wrong_then_right: int
-    failed_then_passed: int
-    passed_then_failed: int
-
-    @classmethod
-    def of(cls, pairs: Sequence[tuple[bool, bool, bool]]) -> Flips:
-        """From (right then, right now, the anchor is hallucinated) per anchor."""
-        worse = [defect for then, now, defect in pairs if then and not now]
-        better = [defect for then, now, defect in pairs if now and not then]
-        # Right then wrong on a hallucinated anchor: failed it then, passes it now.
-        return cls(
-            len(worse),
-            len(better),
-            sum(worse) + len(better) - sum(better),
-            sum(better) + len(worse) - sum(worse),
-        )
-
-    @property
-    def p_value(self) -> float:
-        """Either count of flips one way, Bonferroni-corrected for testing two."""
-        accuracy = changed_p_value(self.right_then_wrong, self.wrong_then_right)
-        verdict = changed_p_value(self.failed_then_passed, self.passed_then_failed)
-        return min(1.0, 2.0 * min(accuracy, verdict))
 
 
 @dataclass(frozen=True, slots=True)

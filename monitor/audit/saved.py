@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from prometheus_client import Counter
 
-from monitor.audit.estimate import Tally, Trace, Traces
+from monitor.evidence import Tally, Trace, Traces
 from monitor.records.where import DIMENSIONS, MAX_CHARS, where_value
 from monitor.shared import json_pieces
 from monitor.telemetry import Telemetry

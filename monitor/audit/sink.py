@@ -34,7 +34,6 @@ from aiohttp import web
 from monitor.audit._ticker import Ticker
 from monitor.audit.access import LabelAccess
 from monitor.audit.anchors import JudgeChanges
-from monitor.audit.estimate import Estimate, Tally, Trace, estimate
 from monitor.audit.kept import KeptState, Pair
 from monitor.audit.saved import (
     OPEN_TRACES,
@@ -48,6 +47,7 @@ from monitor.audit.saved import (
 )
 from monitor.component import Evaluated
 from monitor.config._audit import LABELS, Audit
+from monitor.evidence import Estimate, Tally, Trace, estimate
 from monitor.records import RagRecord
 from monitor.records.where import Where
 from monitor.results import EvalResult

@@ -109,6 +109,12 @@ class RuleBase(Section):
         rule = f"rule {name}" if isinstance(name, str) else "this rule"
         return f"{why} ({whose}; {rule} is {cls.called}, by its {cls.kind_key})"
 
+    @property
+    def memory_s(self) -> float:
+        """How long a page outlives what last entered it, beyond the rule's windows (none:
+        what enters it is counted in them)."""
+        return 0.0
+
     @model_validator(mode="after")
     def _one_source(self) -> RuleBase:
         if (self.evaluator is None) == (self.category is None):
@@ -264,8 +270,6 @@ class JudgeChangedRule(RuleBase):
     kind_key = "judge_changed"
 
     name: LabelName = "RagMonitorJudgeChanged"
-    # No evaluator's verdicts are counted: the anchor check reports its checks.
-    evaluator: str | None = "audit.anchors"
     # A judge that moved is looked at within working hours: alerts on its verdicts say so.
     severity: LabelName = "ticket"
     every: Duration = "6h"
@@ -287,6 +291,10 @@ class JudgeChangedRule(RuleBase):
     @classmethod
     def _keys_of_other_kinds(cls, data: Any) -> Any:
         return data  # made by the engine, never read from a file
+
+    @model_validator(mode="after")
+    def _one_source(self) -> JudgeChangedRule:
+        return self  # no verdict is counted: the anchor check reports its checks
 
     @property
     def memory_s(self) -> float:

@@ -15,7 +15,6 @@ from typing import Any, Protocol
 from monitor.evidence.baseline_state import baseline_restore, baseline_saved
 from monitor.evidence.changeover import (
     Changeover,
-    Terms,
     interim_level,
     offsets,
     shown_duration,
@@ -26,6 +25,7 @@ from monitor.evidence.history import LONG_LEVEL_FACTOR, Expectation, History
 from monitor.evidence.level import Level
 from monitor.evidence.overlap import Overlap
 from monitor.evidence.shadow import Shadow, Slope, sloped, switch_slope
+from monitor.evidence.terms import Terms
 from monitor.evidence.window import SlidingWindow
 
 
@@ -58,7 +58,7 @@ class Baseline:
         # Whether the last expectation was an interim level (not saved): 1 a changeover's,
         # 2 a fresh rule's first verdicts (`first`).
         self.interim = 0.0
-        self.first = FirstLevel(terms.min_samples)
+        self.first = FirstLevel(terms.baseline_samples)
         # While evidence of a rise builds (as of the last advance), what both revisions
         # score is kept apart from the changeover's overlap (`held_overlap`), as the rise's
         # verdicts are from the level: joined when the evidence fades, dropped when the
@@ -96,7 +96,7 @@ class Baseline:
         if old:
             change.overlap.old_seen = now  # the old revision reports, held or not
         taken = sum(sums[0] for sums in change.interim.values())
-        if not old and moments.samples > 0 and taken < self.terms.min_samples:
+        if not old and moments.samples > 0 and taken < self.terms.baseline_samples:
             # Its first verdicts only, never a whole open bucket: a rise after them is judged.
             sums = change.interim.setdefault(bucket, [0.0, 0.0, 0.0])
             for i, x in enumerate((moments.samples, moments.defects, moments.squares)):
@@ -150,7 +150,7 @@ class Baseline:
         baseline is learned anew."""
         history = old.history
         before = history.period_level(now - self.terms.baseline_s, now + history.width_s)
-        if before is None or before.samples < self.terms.min_samples:
+        if before is None or before.samples < self.terms.baseline_samples:
             self._say(
                 "no translation",
                 logging.WARNING,
@@ -218,7 +218,7 @@ class Baseline:
         # A fresh rule, before its history expects anything: its first verdicts for its
         # first hour, so that a rise then is judged against what came before it.
         first = self.first.level(now) if self.terms.reference == "trailing" else None
-        fresh = expected is None or expected.samples < self.terms.min_samples
+        fresh = expected is None or expected.samples < self.terms.baseline_samples
         if first is None or self.translated is not None or not fresh:
             return expected
         self.interim = 2.0
@@ -229,7 +229,7 @@ class Baseline:
         fresh rule's first verdicts cut short at a rise (all there was before it)."""
         if expected is None:
             return False
-        return expected.samples >= self.terms.min_samples or (
+        return expected.samples >= self.terms.baseline_samples or (
             self.interim == 2.0 and self.first.frozen
         )
 
@@ -321,16 +321,16 @@ class Baseline:
         (the smallest variance) of the offsets measured so far (`changeover.offsets`); the
         history's older buckets move by it, as if the new revision had scored them (so the
         level, the season and the dispersion stay of one revision), and the expectation's
-        error includes the offset's. Once its standard error is within a quarter of
-        `min_increase`, the offset is kept (its variance stays in the error while the
-        translated buckets count). Before any offset is measured: the new revision's own
+        error includes the offset's. Once its standard error is within half the rule's
+        margin over the old level (`Terms.margin`), the offset is kept (its variance stays
+        in the error while the translated buckets count). Before any offset is measured: the new revision's own
         level since the change (`changeover.interim_level`)."""
         change, history = self.changeover, self.history
         assert change is not None
         measured = offsets(change, history, self.terms, now)
         if not measured:
             expected, n = interim_level(change, history, self.terms, now)
-            if expected is not None and expected.samples >= self.terms.min_samples:
+            if expected is not None and expected.samples >= self.terms.baseline_samples:
                 self.interim = 1.0
                 self._say(
                     "interim",
@@ -344,7 +344,8 @@ class Baseline:
         variance, delta, how = min(measured)
         history.translate(change.bucket, delta - change.applied, change.counts)
         # Hours held apart while evidence builds are measured before the offset is kept.
-        if variance > (self.terms.min_increase / 4) ** 2 or self.held_overlap is not None:
+        settled = (self.terms.margin(change.before.mean) / 2) ** 2
+        if variance > settled or self.held_overlap is not None:
             self.changeover = replace(change, applied=delta)
         else:
             self.changeover = None
@@ -364,7 +365,7 @@ class Baseline:
         """What `baseline.reference` expects now."""
         terms, history = self.terms, self.history
         if terms.reference == "trailing":
-            return history.expectation(now, terms.min_samples)
+            return history.expectation(now, terms.baseline_samples)
         if terms.reference == "last_week":
             return history.last_week(now)
         start, end = terms.pinned

@@ -1,19 +1,18 @@
 """An evaluator changeover of a regression baseline (`baseline.Baseline`): what the old
 revision's level was, the new revision's offset from it as measured so far (the overlap's,
 the consecutive periods', the pairs joined with the new revision's own hours), and the
-interim level the rule judges against before any offset is measured; and the terms of the
-rule the baseline serves (`Terms`)."""
+interim level the rule judges against before any offset is measured."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from monitor.evidence.counts import Moments
 from monitor.evidence.history import Expectation, History
 from monitor.evidence.level import Level
 from monitor.evidence.overlap import Overlap
-from monitor.evidence.season import Season
+from monitor.evidence.terms import Terms
 from monitor.evidence.window import saved_number
 
 # A level the season's offset at an hour is read against (`History.pinned` adds it).
@@ -23,25 +22,6 @@ _EXACT = Level(0.5, 0.0, 10**12, 1e12)
 # The consecutive periods' offset joins the overlap's while the two read within this many
 # of their joint standard errors.
 JOIN_Z = 2.0
-
-
-@dataclass(frozen=True, slots=True)
-class Terms:
-    """What a regression rule asks of its baseline: the baseline window and season, the
-    defect steps, the false-page budget, the verdicts a level needs, `min_increase`, the
-    current window, and `reference` (with its `pinned` period (start, end) and `pinned_name`
-    as configured)."""
-
-    baseline_s: float
-    season: Season
-    steps: int
-    budget_s: float
-    min_samples: int
-    min_increase: float
-    window_s: float
-    reference: Literal["trailing", "last_week", "pinned"] = "trailing"
-    pinned: tuple[float, float] = (0.0, 0.0)
-    pinned_name: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +59,7 @@ def interim_level(
     while the history has no season learned yet, or before the first verdict."""
     n = raw = defects = squares = 0.0
     for bucket in sorted(change.interim):
-        if n >= terms.min_samples:
+        if n >= terms.baseline_samples:
             break  # the level is of the first verdicts only: a later rise is judged
         count, total, total_squares = change.interim[bucket]
         hour = history.pinned(bucket * history.width_s, PROBE)
@@ -139,7 +119,7 @@ def _hours(
     before = change.before
     first = change.bucket + 1
     since = history.period_level(first * history.width_s, now + history.width_s)
-    if since is None or since.samples < terms.min_samples:
+    if since is None or since.samples < terms.baseline_samples:
         return None
     delta = since.mean - before.mean
     exact = history.pinned(now, _EXACT)

@@ -12,6 +12,7 @@ from typing import Any
 from monitor.evidence.counts import Batch
 from monitor.evidence.history import Expectation
 from monitor.evidence.sequential import Bets, SequentialTest, bets
+from monitor.evidence.terms import Terms
 from monitor.evidence.window import saved_number
 
 
@@ -53,14 +54,14 @@ class Judging:
         if settled and self.expected is not None:
             self.judged, self.judged_at = self.expected, now
 
-    def bet(self, min_increase: float, steps: int, budget_s: float, settled: bool) -> None:
-        """The sequential test's bets for its next batches, against the last expectation
-        (none without one, or while it is not `settled`)."""
+    def bet(self, terms: Terms, settled: bool) -> None:
+        """The sequential test's bets for its next batches of a rule of `terms`, against the
+        last expectation (none without one, or while it is not `settled`)."""
         expected = self.expected
         if expected is None or not settled:
             self.bets = None
         else:
-            self.bets = bets(expected, min_increase, steps, budget_s)
+            self.bets = bets(expected, terms)
 
     def saved(self) -> dict[str, Any]:
         out: dict[str, Any] = {"leaning_since": self.leaning_since, "last": self.advanced_at}

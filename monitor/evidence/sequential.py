@@ -3,10 +3,11 @@
 **What it tests.** A rule's verdicts (defect values `x` in [0, 1]: 0 or 1 for pass/fail,
 steps of 1/20 for scores) are compared with what the service is expected to show now
 (`history.Expectation`: its level and season, mean `mu0`, the baseline's own standard error
-`se`). The null hypothesis is "the mean rose by at most half of `min_increase`". The
-alternatives are rises to `a_j = mu0 + min_increase x 2^j` (j = 0 .. 7, below 1: the
-grid, `J` of them), each judged against a **null point** of its own,
-`q_j = mu0 + min_increase / 2 + M_j`, where the margin `M_j` covers the baseline's error:
+`se`). The null hypothesis is "the mean rose by at most the rule's margin `m`"
+(`Terms.margin`, half of its rise `r`, `Terms.rise`: `min_increase`). The alternatives are
+rises to `a_j = mu0 + r x 2^j` (j = 0 .. 7, below 1: the grid, `J` of them), each judged
+against a **null point** of its own, `q_j = mu0 + m + M_j`, where the margin `M_j` covers
+the baseline's error:
 `M_j (a_j - q_j) = c se^2 ln(J T)` (budget `T` in seconds). At `c = 1`, averaged over a
 normal error of the baseline, the margin keeps the factor by which a baseline reading low
 inflates a bettor's wealth at most 1 (the inflation is `exp(2 (L se / b)^2 - 2 L M / b)`,
@@ -88,9 +89,10 @@ from typing import Any
 
 from monitor.evidence.counts import Arrival, Moments
 from monitor.evidence.history import Expectation
+from monitor.evidence.terms import Terms
 from monitor.evidence.window import saved_number
 
-# Alternatives: rises of min_increase x ALTERNATIVE_STEP^j over the expected mean.
+# Alternatives: rises of the rule's rise x ALTERNATIVE_STEP^j over the expected mean.
 ALTERNATIVE_STEP = 2.0
 MAX_ALTERNATIVES = 8
 # Each null point's margin for the expectation's error, as a share of the margin that
@@ -163,17 +165,14 @@ class Bets:
         return out
 
 
-def bets(expected: Expectation, min_increase: float, steps: int, budget_s: float) -> Bets | None:
-    """The bets against `expected` for values on `steps + 1` levels (`steps == 1`: pass/fail
-    verdicts) and a budget of `budget_s`; None when no alternative fits between its null
-    point and 1."""
-    mu0 = expected.mean
-    edge = mu0 + min_increase / 2
-    grid = [
-        a
-        for a in (mu0 + min_increase * ALTERNATIVE_STEP**j for j in range(MAX_ALTERNATIVES))
-        if a < 1
-    ]
+def bets(expected: Expectation, terms: Terms) -> Bets | None:
+    """The bets against `expected` of a rule of `terms` (its values on `steps + 1` levels,
+    `steps == 1`: pass/fail verdicts; its rise and its budget); None when no alternative
+    fits between its null point and 1."""
+    mu0, steps, budget_s = expected.mean, terms.steps, terms.budget_s
+    edge = mu0 + terms.margin(mu0)
+    rise = terms.rise(mu0)
+    grid = [a for a in (mu0 + rise * ALTERNATIVE_STEP**j for j in range(MAX_ALTERNATIVES)) if a < 1]
     # M_j (B_j - M_j) = MARGIN_SCALE se^2 ln(J T), B_j = a_j - edge: the smaller root.
     product = MARGIN_SCALE * max(expected.se2, 0.0) * math.log(budget_s * max(1, len(grid)))
     levels = [k / steps for k in range(steps + 1)]

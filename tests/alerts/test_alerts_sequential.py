@@ -22,6 +22,7 @@ from monitor.component import Evaluated
 from monitor.config import AlertBaseline, RegressionRule
 from monitor.evidence.history import Expectation
 from monitor.evidence.sequential import MARGIN_SCALE, SequentialTest, bets
+from monitor.evidence.terms import Terms
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
@@ -175,7 +176,7 @@ def test_false_pages_stay_within_the_budget_in_time() -> None:
     fifth of the budget, in batches of 8 verdicts."""
     rng = np.random.default_rng(7)
     budget, horizon = 4000.0, 800.0
-    judged = bets(known(10**9, 0.3), 0.03, 1, budget)
+    judged = bets(known(10**9, 0.3), Terms(60.0, budget, min_increase=0.03))
     assert judged is not None
     for per_s in (2, 20):
         crossed, streams = 0, 300
@@ -192,7 +193,7 @@ def test_false_pages_stay_within_the_budget_in_time() -> None:
 
 
 def test_the_p_value_falls_fast_on_a_doubling() -> None:
-    judged = bets(known(100_000, 0.2), 0.03, 1, 90 * 86400)
+    judged = bets(known(100_000, 0.2), Terms(60.0, 90 * 86400, min_increase=0.03))
     assert judged is not None
     test = SequentialTest()
     for i in range(40):  # 40 batches of 15 verdicts at twice the rate
@@ -208,8 +209,8 @@ def test_each_null_point_covers_the_baseline_s_own_error() -> None:
     ln(J T), larger for small rises and thin baselines; the rises a thin baseline cannot
     tell from its own error are left out."""
     budget = 90 * 86400
-    small = bets(known(500, 0.3), 0.03, 1, budget)
-    large = bets(known(50_000, 0.3), 0.03, 1, budget)
+    small = bets(known(500, 0.3), Terms(60.0, budget, min_increase=0.03))
+    large = bets(known(50_000, 0.3), Terms(60.0, budget, min_increase=0.03))
     assert small is not None and large is not None
     grid = [0.33, 0.36, 0.42, 0.54, 0.78]  # 0.3 + 0.03 x 2^j below 1
     assert large.alternatives == pytest.approx(grid)
@@ -231,8 +232,8 @@ def test_an_alternative_left_out_and_back_keeps_its_own_slot() -> None:
     admits: a baseline that grows admits the small ones again without handing them the
     wealth of larger ones."""
     test = SequentialTest()
-    thin = bets(known(2_000, 0.3), 0.03, 1, 90 * 86400)
-    full = bets(known(200_000, 0.3), 0.03, 1, 90 * 86400)
+    thin = bets(known(2_000, 0.3), Terms(60.0, 90 * 86400, min_increase=0.03))
+    full = bets(known(200_000, 0.3), Terms(60.0, 90 * 86400, min_increase=0.03))
     assert thin is not None and full is not None
     assert thin.slots[0] > 0 and full.slots[0] == 0
     for i in range(20):  # a run building on the large alternatives
@@ -308,7 +309,7 @@ def test_a_conversations_later_verdicts_are_judged_against_what_its_earlier_ones
     from monitor.evidence.counts import Arrival
 
     expected = replace(known(100_000, 0.2), rho=0.2, rho_bound=0.2)
-    judged = bets(expected, 0.03, 1, 90 * 86400.0)
+    judged = bets(expected, Terms(60.0, 90 * 86400.0, min_increase=0.03))
     assert judged is not None
     alone = judged.log_ratios([0.0, 1.0])
     first = judged.log_ratios([0.0, 0.0], [Arrival(1, 1.0, 1.0, 0, 0.0)])
@@ -318,7 +319,9 @@ def test_a_conversations_later_verdicts_are_judged_against_what_its_earlier_ones
     pass_alone = judged.log_ratios([1.0, 0.0])
     pass_after = judged.log_ratios([0.0, 0.0], [Arrival(1, 0.0, 0.0, 3, 3.0)])
     assert all(later < now < 0 for later, now in zip(pass_after, pass_alone, strict=True))
-    independent = bets(replace(expected, rho_bound=0.0), 0.03, 1, 90 * 86400.0)
+    independent = bets(
+        replace(expected, rho_bound=0.0), Terms(60.0, 90 * 86400.0, min_increase=0.03)
+    )
     assert independent is not None
     assert independent.log_ratios([0.0, 0.0], [Arrival(1, 1.0, 1.0, 3, 3.0)]) == pytest.approx(
         independent.log_ratios([0.0, 1.0])

@@ -26,6 +26,7 @@ from monitor.config import Config
 from monitor.evidence.counts import NOTHING, Arrival, Moments, Unit
 from monitor.evidence.history import Expectation, History
 from monitor.evidence.sequential import SequentialTest, bets
+from monitor.evidence.terms import Terms
 from monitor.evidence.units import Units
 from monitor.exporters.results_file import results_line
 from monitor.records import ContextDoc, RagRecord
@@ -388,7 +389,7 @@ def test_a_request_s_repeats_are_predicted_with_their_own_correlation() -> None:
     assert last is not None and last.rho is not None and last.rho > 0.9
     assert not last.counted
     expected = Expectation(0.2, 0.16, 1e-6, 100_000, kappa=1.0, rho=0.0, rho_bound=0.0)
-    judged = bets(expected, 0.03, 1, 90 * 86_400.0)
+    judged = bets(expected, Terms(60.0, 90 * 86_400.0, min_increase=0.03))
     assert judged is not None
     assert max(abs(r) for r in judged.log_ratios([0.0, 0.0], [last])) < 1e-3
 
@@ -424,7 +425,9 @@ def test_hour_to_hour_wander_that_conversations_do_not_explain_tempers_the_evide
     assert wandering.excess > 8
     assert wandering.se2 > 5 * steady.se2
     arrival = Arrival(1, 1.0, 1.0, 0, 0.0)
-    calm, tempered = (bets(e, 0.03, 1, 90 * 86_400.0) for e in (steady, wandering))
+    calm, tempered = (
+        bets(e, Terms(60.0, 90 * 86_400.0, min_increase=0.03)) for e in (steady, wandering)
+    )
     assert calm is not None and tempered is not None
     assert (
         tempered.log_ratios([0.0, 0.0], [arrival])[0]

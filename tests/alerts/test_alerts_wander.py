@@ -17,6 +17,7 @@ import pytest
 from monitor.evidence.counts import NOTHING, Arrival, Moments, Unit
 from monitor.evidence.history import History
 from monitor.evidence.sequential import SequentialTest, bets
+from monitor.evidence.terms import Terms
 
 # Statistical behaviour on simulated time: the scorecard tier (tests/conftest.py).
 pytestmark = pytest.mark.scorecard
@@ -82,7 +83,7 @@ def _hours_to_page(
     expectation at `now` plus `rise`, judged every minute (None: not within `hours`)."""
     expected = history.expectation(now, 500)
     assert expected is not None
-    judged = bets(expected, 0.03, 1, BUDGET_S)
+    judged = bets(expected, Terms(60.0, BUDGET_S, min_increase=0.03))
     assert judged is not None
     rng = np.random.default_rng(seed)
     test = SequentialTest()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from monitor.alerts import AlertEngine
-from monitor.alerts.kinds.judge_changed import judge_changed_rules
+from monitor.alerts.rule import rules_of
 from monitor.alerts.state import StateFile
 from monitor.component import Alert
 from monitor.config import Config, JudgeChangedRule
@@ -56,9 +56,9 @@ async def test_the_judge_changed_page_resends_survives_a_restart_and_resolves(
     clock, path = Clock(), tmp_path / "alerts.json"
     engine = _engine(path, clock)
     # A check that compared the judge and found it held pages nothing.
-    engine.judge_checked(JUDGE, None)
+    engine.report(JUDGE, None)
     assert engine.evaluate() == []
-    engine.judge_checked(JUDGE, FIGURES)
+    engine.report(JUDGE, FIGURES)
     page = _one(engine.evaluate())
     assert page.status == "firing"
     assert page.labels == {
@@ -91,7 +91,7 @@ async def test_the_judge_changed_page_resends_survives_a_restart_and_resolves(
     )
     # The next check whose verdicts held resolves it.
     clock.now += 3600
-    engine.judge_checked(JUDGE, None)
+    engine.report(JUDGE, None)
     resolved = _one(engine.evaluate())
     assert (resolved.status, resolved.starts_at, resolved.labels) == (
         "resolved",
@@ -108,7 +108,7 @@ async def test_the_judge_changed_page_resends_survives_a_restart_and_resolves(
 async def test_a_page_whose_check_stopped_resolves_after_three_intervals(tmp_path: Path) -> None:
     clock = Clock()
     engine = _engine(tmp_path / "alerts.json", clock)
-    engine.judge_checked(JUDGE, FIGURES)
+    engine.report(JUDGE, FIGURES)
     assert _one(engine.evaluate()).status == "firing"
     clock.now += 3 * 3600
     assert _one(engine.evaluate()).status == "firing"  # re-sent: three intervals not passed
@@ -126,8 +126,8 @@ async def test_a_saved_page_of_a_judge_no_longer_configured_is_left_out(
 ) -> None:
     clock, path = Clock(), tmp_path / "alerts.json"
     engine = _engine(path, clock)
-    engine.judge_checked(JUDGE, FIGURES)
-    engine.judge_checked("other_judge", FIGURES)
+    engine.report(JUDGE, FIGURES)
+    engine.report("other_judge", FIGURES)
     assert len(engine.evaluate()) == 2
     await engine.shutdown(1.0)
     saved = json.loads(path.read_text())
@@ -138,15 +138,20 @@ async def test_a_saved_page_of_a_judge_no_longer_configured_is_left_out(
     with caplog.at_level(logging.WARNING):
         engine = _engine(path, clock)
     assert engine.firing() == []
-    assert "judges no longer configured left out" in caplog.text
+    assert "pages of RagMonitorJudgeChanged on subjects no longer reported on left out" in (
+        caplog.text
+    )
     assert "malformed" in caplog.text  # the invented figure drops that page alone
 
 
 def test_the_rule_is_made_with_the_anchor_check_only() -> None:
     base = {"evaluators": [{"name": "local_groundedness"}, {"name": JUDGE}]}
-    assert judge_changed_rules(Config.model_validate(base)) == []
+    off = Config.model_validate(base)
+    assert rules_of(off) == list(off.alerts.rules)
     on = Config.model_validate({**base, "audit": {"anchors": {"enabled": True, "every": "2h"}}})
-    (rule,) = judge_changed_rules(on)
+    *users, rule = rules_of(on)
+    assert users == list(on.alerts.rules)
+    assert isinstance(rule, JudgeChangedRule)
     assert (rule.every, rule.judges, rule.severity) == (
         "2h",
         ("local_groundedness", JUDGE),

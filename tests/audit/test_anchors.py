@@ -18,14 +18,9 @@ from harness.judge_stub import Received, Reply, StubJudge
 from harness.servers import Webhook, webhook
 from harness.wait import wait_until_async
 from monitor.alerts import AlertEngine
-from monitor.audit.anchors import (
-    AnchorCheck,
-    Flips,
-    JudgeChanges,
-    changed_p_value,
-    load_anchors,
-)
+from monitor.audit.anchors import AnchorCheck, JudgeChanges, load_anchors
 from monitor.config import Config
+from monitor.evidence.flips import Flips, changed_p_value
 from monitor.service import Service
 from tests.alerts.test_attribution import healthy, make
 from tests.judge.test_judge_evaluators import KEY_ENV, MODEL, SECRET

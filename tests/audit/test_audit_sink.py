@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from monitor.audit.estimate import Tally, estimate
 from monitor.audit.labels import LabelFile, parse_label
 from monitor.audit.saved import MAX_SLICE_VALUES
 from monitor.audit.sink import BUCKETS, AuditSink
 from monitor.component import Evaluated
 from monitor.config import Config, ConfigError, load_config
 from monitor.config._audit import Audit, LabelFeed
+from monitor.evidence.ppi import Tally, estimate
 from monitor.processors.sampler import sampling_position
 from monitor.records import RagRecord
 from monitor.results import EvalResult

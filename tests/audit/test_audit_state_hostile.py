@@ -14,10 +14,10 @@ import pytest
 
 from monitor.alerts.state import MAX_BYTES, StateFile
 from monitor.audit import saved
-from monitor.audit.estimate import Trace
 from monitor.audit.kept import MAX_FILE_BYTES, KeptState, Pair
 from monitor.audit.saved import Awaiting, OpenTrace, OpenTraces, Pending
 from monitor.audit.sink import BUCKETS
+from monitor.evidence.ppi import Trace
 from monitor.records.where import DIMENSIONS
 from monitor.telemetry import create_telemetry
 from tests.audit.test_audit_restart import COUNTS, FORMAT, _judged, _saved_with, _sink

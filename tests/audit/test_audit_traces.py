@@ -13,9 +13,9 @@ import pytest
 
 from monitor.audit import saved
 from monitor.audit import sink as sink_module
-from monitor.audit.estimate import Tally, Trace, estimate
 from monitor.audit.sink import BUCKETS
 from monitor.component import Evaluated
+from monitor.evidence.ppi import Tally, Trace, estimate
 from monitor.processors.sampler import sampling_position
 from monitor.records import RagRecord
 from monitor.records.where import DIMENSIONS

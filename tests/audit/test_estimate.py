@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from monitor.audit.estimate import MIN_AUDITED, Tally, Trace, estimate, t_critical
+from monitor.evidence.ppi import MIN_AUDITED, Tally, Trace, estimate, t_critical
 
 # Unaudited: 10 records, detector fails 2. Audited (detector, reference): (1,1), (0,1),
 # (0,0) ×3. By hand: mean_N f = 0.2, var_N f = (2 − 10·0.04)/9 = 1.6/9; audited f =

@@ -146,7 +146,7 @@ def test_the_count_rule_finds_planted_arithmetic() -> None:
 
 # The regression kind's interface to the statistics: what it calls of `monitor.evidence`,
 # over all of its modules (`monitor/alerts/kinds/regression*.py`).
-REGRESSION_EVIDENCE_NAMES = 8
+REGRESSION_EVIDENCE_NAMES = 7
 
 
 def _evidence_names(sources: dict[str, str]) -> set[str]:

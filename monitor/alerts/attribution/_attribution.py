@@ -26,7 +26,7 @@ from monitor.alerts.describe import iso, utc
 from monitor.alerts.kinds import Judgment, Key, Named
 from monitor.alerts.rule import Rule, longest_window_s
 from monitor.component import Alert
-from monitor.evidence import look_level, one_sided_z, screen_bytes
+from monitor.evidence import one_sided_z, screen_bytes
 from monitor.records.where import DIMENSIONS, MAX_CHARS, Where
 from monitor.results import EvalResult
 from monitor.shared.labels import LabelCap
@@ -118,7 +118,7 @@ class Attribution:
         rule = self._rules[key[0]]
         state = self._keys.get(key)
         if state is None:
-            state = self._keys[key] = Buckets(rule.window_s, self._reference_s(rule))
+            state = self._keys[key] = Buckets(rule.terms.window_s, self._reference_s(rule))
         steps = len(histogram) - 1
         n = x = q = 0.0
         for k, count in enumerate(histogram):
@@ -161,7 +161,7 @@ class Attribution:
             base = 4 * s + (2 if retrieval[1] else 0)
             state.strata[base] += n
             state.strata[base + 1] += x
-        state.add_unit(where.unit, n, x, q, now, rule.window_s)
+        state.add_unit(where.unit, n, x, q, now, rule.terms.window_s)
         if where.trace_id and x >= 0.5 * n:
             state.traces.append((now, where.trace_id, tuple(held)))
 
@@ -207,7 +207,7 @@ class Attribution:
     def _reference_s(rule: Rule) -> float:
         if rule.cohort_by is not None:
             return 0.0
-        return rule.baseline_s if rule.baseline_s is not None else DEFAULT_REFERENCE_S
+        return rule.terms.baseline_s or DEFAULT_REFERENCE_S
 
     # -- out ----------------------------------------------------------------------------
 
@@ -290,13 +290,13 @@ class Attribution:
             for other in others:
                 other.slot(now)
             sides: tuple[Side, Side] = ([(state, fine)], [(o, o.current_fine()) for o in others])
-            since = now - rule.window_s
+            since = now - rule.terms.window_s
         else:
-            horizon = now - rule.window_s - self._reference_s(rule)
+            horizon = now - rule.terms.window_s - self._reference_s(rule)
             newest_first = fine + state.coarse(horizon)
             # The rise's verdicts: at least what the page rests on and what the rule asks of
             # a window, so that a page on a few units still compares the values it holds.
-            evidence = max(judgment.current.samples, rule.config.min_samples)
+            evidence = max(judgment.current.samples, rule.terms.min_samples)
             # The Where is of screened verdicts (a decoy's hour, flagged, neither starts
             # the rise nor inflates the rest a slice is compared with); of all of them
             # when nothing rises without flagged senders (a flagged canary's version).
@@ -361,7 +361,7 @@ class Attribution:
         were tested, and the level they were named at (`screened`: of the verdicts of
         senders not flagged)."""
         named, tested = compare_slices(rule, sides, t1, t0, deff, screened=screened)
-        level = look_level(self._interval, rule.budget_s, max(1, tested))
+        level = rule.terms.level(self._interval, max(1, tested))
         z_level = one_sided_z(level)
         # A slice whose rise came from flagged senders (it does not rise without them) is
         # named only when no other slice rises: a canary pod is flagged too, and its version
@@ -378,7 +378,7 @@ class Attribution:
         n = 0.0
         for count, s in enumerate(newest_first, 1):
             n += state.totals[3 * s]
-            if state.start(s) <= now - rule.window_s and n >= rule.config.min_samples:
+            if state.start(s) <= now - rule.terms.window_s and rule.terms.enough(n):
                 return count
         return len(newest_first)
 

@@ -17,7 +17,7 @@ from monitor.alerts.attribution._buckets import (
 )
 from monitor.alerts.attribution._explanation import Cause, Change, Slice, Split
 from monitor.alerts.rule import Rule
-from monitor.evidence import look_level, one_sided_z, rise_p_value
+from monitor.evidence import one_sided_z, rise_p_value
 from monitor.records.where import DIMENSIONS
 from monitor.telemetry import OVERFLOW
 
@@ -40,14 +40,14 @@ def compare_slices(
         variance_of(n1_all, x1_all, q1_all),
         variance_of(n0_all, x0_all, q0_all) if n0_all > 0 else variance_of(n1_all, x1_all, q1_all),
     )
-    binary = rule.steps == 1
+    binary = rule.terms.steps == 1
 
     def var(rate: float, side: int) -> float:
         """A verdict's variance at `rate`: the binomial one for pass/fail verdicts,
         the side's own for scores."""
         return bernoulli(rate) if binary else pooled[side]
 
-    margin = rule.min_increase / 2
+    margin = rule.terms.margin(mu0 if mu0 is not None else 0.0)
     excess_all = x1_all - n1_all * mu0 if mu0 is not None else 0.0
     out: list[Slice] = []
     tested = 0
@@ -131,9 +131,9 @@ def split_rise(
     pf1 = xf1 / nf1 if nf1 > 0 else pf0
     within = (1 - s1) * (pp1 - pp0) + s1 * (pf1 - pf0)
     mix = (s1 - s0) * (pf0 - pp0)
-    level = look_level(interval_s, rule.budget_s, 2)
+    level = rule.terms.level(interval_s, 2)
     z_level = one_sided_z(level)
-    margin = rule.min_increase / 2
+    margin = rule.terms.margin(pp0)
     share_var = deff * (s1 * (1 - s1) / (nf1 + np1) + s0 * (1 - s0) / (nf0 + np0))
     # Retrieval failed more often, and that carries a rise.
     moved = rise_p_value(s1 - s0, share_var, 0.0) <= level

@@ -5,7 +5,7 @@ how the entries (`monitor.alerts.entries`) keep its state per (service, cohort).
 state (`Entry.firing` and what goes with it) is moved by `monitor.alerts.firing` alone,
 which runs the kind's `settle` on a resolve. Optional hooks, each a protocol a kind may
 also meet (checked once, `entries.Entries`): `Replacing` (`add_replaced`) and `Screening`
-(`sent`)."""
+(`sent`); and `Reported`, a kind whose entries a report from outside tells, not verdicts."""
 
 from __future__ import annotations
 
@@ -234,6 +234,29 @@ class Screening(Protocol):
 
     def screen(self, state: Any) -> SenderScreen:
         """`state`'s sender screen."""
+        ...
+
+
+@runtime_checkable
+class Reported(Protocol):
+    """A kind no verdict enters: each of its entries is told by a report from outside the
+    engine (`AlertEngine.report`: the anchor check's on a judge), keyed by what the report
+    is of in the place of a service. Its pages are of no service's verdicts: they name
+    their subject in their own labels (`labels`), the attribution has nothing to say of
+    them, and a state file's pages of subjects it no longer reports on are left out
+    (`reports_on`)."""
+
+    def report(self, state: Any, now: float, figures: Mapping[str, float] | None) -> None:
+        """A report on the entry's subject at `now`: the figures of what it found, or None
+        (nothing to page on)."""
+        ...
+
+    def reports_on(self, subject: str) -> bool:
+        """Whether the config still has `subject` reported on."""
+        ...
+
+    def labels(self, subject: str, severity: str | None) -> dict[str, str]:
+        """The labels of a page on `subject` (`severity`: the judgment's, None: the rule's)."""
         ...
 
 

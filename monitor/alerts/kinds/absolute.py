@@ -16,11 +16,11 @@ from monitor.evidence import (
     Arrival,
     Moments,
     SlidingWindow,
+    Terms,
     Unit,
     UnitSums,
     design_effect,
     design_interval,
-    look_level,
     restore_slices,
 )
 
@@ -49,13 +49,15 @@ class WindowKind:
 
     def __init__(self, rule: Rule, interval_s: float) -> None:
         self.rule = rule
+        self.terms = rule.terms
         self._interval = interval_s
 
     def new_state(
         self, previous: Entry | None = None, now: float = 0.0, series: str = ""
     ) -> WindowState:
         # After a revision change: windows of the old revision's verdicts, nothing carries.
-        return self.state_type(SlidingWindow(self.rule.window_s), UnitSums(self.rule.window_s))
+        window_s = self.terms.window_s
+        return self.state_type(SlidingWindow(window_s), UnitSums(window_s))
 
     def add(
         self,
@@ -84,22 +86,21 @@ class WindowKind:
 
 class Absolute(WindowKind):
     @staticmethod
-    def summary(config: AlertRule, budget: str) -> str:
-        return f"defect rate > {config.max_defect_rate:g} over {config.window} ({budget})"
+    def summary(config: AlertRule, terms: Terms, budget: str) -> str:
+        return f"defect rate > {terms.max_rate:g} over {config.window} ({budget})"
 
     def judge(self, entries: Mapping[str, Entry], now: float) -> dict[str, Judgment]:
-        cfg = self.rule.config
+        terms = self.terms
         entry = entries[""]
         state: WindowState = entry.state
         current = state.window.moments(now)
         design = design_effect(current, state.units.totals)
-        level = look_level(self._interval, self.rule.budget_s)
+        level = terms.level(self._interval)
         # A two-sided interval at 1 - 2 x level has `level` in each tail, for as many
         # independent verdicts as the window's are worth.
         lower, upper = design_interval(current, design, 1 - 2 * level)
-        threshold = cfg.max_defect_rate if cfg.max_defect_rate is not None else 1.0
-        fire = current.samples >= cfg.min_samples and lower > threshold
-        resolve = current.samples == 0 or upper < threshold
+        fire = terms.enough(current.samples) and lower > terms.max_rate
+        resolve = current.samples == 0 or upper < terms.max_rate
         return {
             "": Judgment(
                 decide(entry.firing, fire, resolve),
@@ -120,8 +121,8 @@ class Absolute(WindowKind):
             ),
             "description": (
                 f"{current.defects:g}/{current.samples} defects, Wilson interval "
-                f"[{lower:.3f}, {upper:.3f}] vs max_defect_rate {cfg.max_defect_rate}; "
-                f"min_samples {cfg.min_samples}; one false page per {self.rule.budget}"
+                f"[{lower:.3f}, {upper:.3f}] vs max_defect_rate {self.terms.max_rate}; "
+                f"min_samples {self.terms.min_samples}; one false page per {self.rule.budget}"
             ),
             "defect_rate": f"{current.mean:.4f}",
             "lower_bound": f"{lower:.4f}",

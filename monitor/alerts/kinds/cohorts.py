@@ -17,9 +17,9 @@ from monitor.alerts.kinds.absolute import WindowKind, WindowState
 from monitor.config import AlertRule
 from monitor.evidence import (
     Moments,
+    Terms,
     design_effect,
     increase_p_value,
-    look_level,
     saved_number,
 )
 from monitor.telemetry import OVERFLOW
@@ -75,12 +75,13 @@ class Cohorts(WindowKind):
     state_type = CohortState
 
     @staticmethod
-    def summary(config: AlertRule, budget: str) -> str:
+    def summary(config: AlertRule, terms: Terms, budget: str) -> str:
         assert config.cohorts is not None
         measured = "mean defect score" if config.measure == "scores" else "defect rate"
+        rise = terms.rise_text()
         return (
             f"{measured} of each {config.cohorts.by} over {config.window} up by "
-            f"{config.min_increase:g} or more on the rest of its service ({budget})"
+            f"{rise} or more on the rest of its service ({budget})"
         )
 
     def advance(self, state: WindowState, now: float, firing: bool) -> None:
@@ -88,13 +89,12 @@ class Cohorts(WindowKind):
         super().advance(state, now, firing)
         assert isinstance(state, CohortState)
         current = state.window.moments(now)
-        if current.samples >= self.rule.config.min_samples:
+        if self.terms.enough(current.samples):
             state.seen = Seen(current, design_effect(current, state.units.totals), now)
 
     def judge(self, entries: Mapping[str, Entry], now: float) -> dict[str, Judgment]:
         """A judgment for every judged cohort of one service."""
-        cfg = self.rule.config
-        m = self.rule.min_increase
+        terms = self.terms
         counts: dict[str, Moments] = {}
         total = Moments()
         all_units = [0.0, 0.0, 0.0, 0.0, 0.0]
@@ -104,7 +104,7 @@ class Cohorts(WindowKind):
             total = total.plus(counts[cohort])
             all_units = [a + b for a, b in zip(all_units, state.units.totals, strict=True)]
         judged = [cohort for cohort in entries if cohort not in UNJUDGED]
-        level = look_level(self._interval, self.rule.budget_s, len(judged))
+        level = terms.level(self._interval, len(judged))
         out: dict[str, Judgment] = {}
         for cohort in judged:
             state = entries[cohort].state
@@ -115,7 +115,7 @@ class Cohorts(WindowKind):
             figures: dict[str, float] = {}
             may_fire, held = True, ""
             firing = entries[cohort].firing
-            empty = rest.samples < cfg.min_samples
+            empty = not terms.enough(rest.samples)
             before = _seen_before(entries, cohort, now) if empty else None
             by = self.rule.cohort_by
             if before is not None and (firing or now - before.at <= REST_KEPT_S):
@@ -134,13 +134,14 @@ class Cohorts(WindowKind):
                     "compare it with: the page holds until its window empties"
                 )
             designs = (design_effect(current, state.units.totals), rest_design)
-            increase, p = increase_p_value(current, rest, m / 2, designs)
-            ready = current.samples >= cfg.min_samples and rest.samples >= cfg.min_samples
+            margin = terms.margin(rest.mean)
+            increase, p = increase_p_value(current, rest, margin, designs)
+            ready = terms.enough(current.samples) and terms.enough(rest.samples)
             against = rest.samples > 0  # a page never resolves against nothing
             decision = decide(
                 firing,
                 fire=ready and may_fire and p <= level,
-                resolve=current.samples == 0 or (against and increase < m / 2),
+                resolve=current.samples == 0 or (against and increase < margin),
             )
             note = ""
             if firing and held and decision is Decision.HOLD:

@@ -1,6 +1,7 @@
 """The judge-changed rule (`JudgeChangedRule`, made when `audit.anchors` is on): the anchor
-check (`monitor.audit.anchors`) tells the engine each judge's check that compared it with
-its baseline (`AlertEngine.judge_checked`), and the page moves as every rule's does: fired
+check (`monitor.audit.anchors`) reports each judge's check that compared it with its
+baseline (`AlertEngine.report`; the kind is `Reported`), and the page moves as every
+rule's does: fired
 when a check found the judge changed, re-sent while it fires, resolved by the next check
 that does not, kept in the state file. One entry per judge evaluator, in the service's
 place. A judge whose last comparing check is older than three intervals, and an hour (the
@@ -10,22 +11,17 @@ resolved, saying so."""
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from monitor.alerts.describe import shown_duration
 from monitor.alerts.gauges import AlertGauges
-from monitor.alerts.kinds import Decision, Entry, Judgment, RuleKind, decide
-from monitor.alerts.rule import Origin, Rule
-from monitor.config import AlertRule, Config, JudgeChangedRule
-from monitor.evidence import Arrival, Unit, saved_number
-
-if TYPE_CHECKING:
-    from monitor.alerts.entries import Entries
-
-log = logging.getLogger("monitor.alerts.engine")
+from monitor.alerts.kinds import Decision, Entry, Judgment, decide
+from monitor.alerts.rule import Rule
+from monitor.component import GENERATOR
+from monitor.config import AlertRule, JudgeChangedRule
+from monitor.evidence import Arrival, Terms, Unit, saved_number
 
 # The figures a check's page carries (`AnchorCheck`), the only ones a state file may hold.
 FIGURES = frozenset(
@@ -42,38 +38,6 @@ FIGURES = frozenset(
         "p_value",
     }
 )
-
-
-def judge_rule(rules: Sequence[Rule]) -> int | None:
-    """The index of the judge-changed rule among `rules` (None: there is none)."""
-    return next((i for i, r in enumerate(rules) if isinstance(r.config, JudgeChangedRule)), None)
-
-
-def checked(
-    entries: Entries,
-    kinds: Sequence[RuleKind],
-    i: int | None,
-    evaluator: str,
-    figures: Mapping[str, float] | None,
-    now: float,
-) -> bool:
-    """The anchor check's report on `evaluator` into the entry of rule `i` (the
-    judge-changed rule's: `JudgeChanged.checked`); False where there is no such rule."""
-    if i is None or not isinstance(kind := kinds[i], JudgeChanged):
-        return False
-    key = (i, evaluator, "")
-    entries.add(key, [0.0, 0.0], None, Origin(evaluator), now)  # made where there is none
-    kind.checked(entries[key].state, now, figures)
-    return True
-
-
-def judge_changed_rules(config: Config) -> list[JudgeChangedRule]:
-    """The judge-changed rule of `config` (none while `audit.anchors` is off)."""
-    anchors = config.audit.anchors
-    if not anchors.enabled:
-        return []
-    judges = tuple(e.name for e in config.evaluators)
-    return [JudgeChangedRule(every=anchors.every, judges=judges)]
 
 
 @dataclass(slots=True)
@@ -100,21 +64,37 @@ class Checked:
 
 
 class JudgeChanged:
-    """The kind: judges each judge's `Checked`; no verdict enters it."""
+    """The kind: judges each judge's `Checked`; no verdict enters it, the anchor check
+    reports (`Reported`)."""
 
     def __init__(self, rule: Rule, interval_s: float) -> None:
-        self._stale_s = rule.memory_s
+        assert isinstance(rule.config, JudgeChangedRule)
+        self._config = rule.config
+        self._stale_s = rule.config.memory_s
 
     @staticmethod
-    def summary(config: AlertRule, budget: str) -> str:
+    def summary(config: AlertRule, terms: Terms, budget: str) -> str:
         return "a judge's verdicts on the anchors moved (audit.anchors)"
 
-    def checked(self, state: Checked, now: float, figures: Mapping[str, float] | None) -> None:
+    def report(self, state: Checked, now: float, figures: Mapping[str, float] | None) -> None:
         """A check that compared the judge with its baseline: `figures` of the change it
         found, or None (its verdicts held)."""
         state.at, state.changed = now, figures is not None
         if figures is not None:
             state.figures = {k: float(v) for k, v in figures.items() if k in FIGURES}
+
+    def reports_on(self, subject: str) -> bool:
+        """A state file's page of a judge the config no longer names is left out."""
+        return subject in self._config.judges
+
+    def labels(self, subject: str, severity: str | None) -> dict[str, str]:
+        """One entry per judge evaluator, in the service's place: the page names the judge."""
+        return {
+            "alertname": self._config.name,
+            "evaluator": subject,
+            "severity": severity or self._config.severity,
+            "generator": GENERATOR,
+        }
 
     def judge(self, entries: Mapping[str, Entry], now: float) -> dict[str, Judgment]:
         out = {}
@@ -186,22 +166,3 @@ class JudgeChanged:
 
     def settle(self, entry: Entry, judgment: Judgment, now: float) -> None:
         return None
-
-
-def configured_judges(saved: dict[str, Any], rules: Sequence[Rule], i: int | None) -> None:
-    """Leaves out of `saved` the pages of rule `i` (the judge-changed rule, None: none) of
-    judges the config does not name."""
-    if i is None:
-        return
-    rule = rules[i]
-    raw = saved.get(rule.config.name)
-    services = raw.get("services") if isinstance(raw, dict) else None
-    if not isinstance(services, dict) or not isinstance(rule.config, JudgeChangedRule):
-        return
-    gone = [name for name in services if name not in rule.config.judges]
-    for name in gone:
-        del services[name]
-    if gone:
-        log.warning(
-            "alert state: %d judge-changed pages of judges no longer configured left out", len(gone)
-        )

@@ -10,8 +10,9 @@ from monitor.alerts.kinds.cohorts import Cohorts
 from monitor.alerts.kinds.judge_changed import JudgeChanged
 from monitor.alerts.kinds.regression import Regression
 from monitor.alerts.kinds.slo import Slo
-from monitor.alerts.rule import Rule
+from monitor.alerts.rule import Rule, terms_of
 from monitor.config import AlertRule, JudgeChangedRule
+from monitor.evidence import Terms
 
 
 class KindClass(Protocol):
@@ -21,27 +22,23 @@ class KindClass(Protocol):
     def __call__(self, rule: Rule, interval_s: float) -> RuleKind: ...
 
     @staticmethod
-    def summary(config: AlertRule, budget: str) -> str: ...
+    def summary(config: AlertRule, terms: Terms, budget: str) -> str: ...
 
 
-# The rule key that makes a rule of each kind.
+# The rule key that makes a rule of each kind (`kind_key` of its config class).
 KINDS: dict[str, KindClass] = {
     "baseline": Regression,
     "cohorts": Cohorts,
     "max_defect_rate": Absolute,
     "slo": Slo,
 }
+# Kinds of the rules the engine makes itself (`rule.rules_of`), no user's.
+MADE: dict[str, KindClass] = {"judge_changed": JudgeChanged}
 
 
 def kind_class(config: AlertRule | JudgeChangedRule) -> KindClass:
-    """The class of the kind of a rule, by the key it sets (`KINDS`); the judge-changed
-    rule is no user's."""
-    if isinstance(config, JudgeChangedRule):
-        return JudgeChanged
-    for key, cls in KINDS.items():
-        if getattr(config, key) is not None:
-            return cls
-    raise ValueError(f"rule {config.name} has no kind")
+    """The class of the kind of a rule, by its config class's key (`KINDS`, `MADE`)."""
+    return {**KINDS, **MADE}[config.kind_key]
 
 
 def kind_for(rule: Rule, interval_s: float) -> RuleKind:
@@ -52,4 +49,5 @@ def kind_for(rule: Rule, interval_s: float) -> RuleKind:
 def summary(config: AlertRule, default_budget: str) -> str:
     """`alert NAME: what it pages on (...)`, as `check-config` prints it."""
     budget = f"one false page per {config.false_page_every or default_budget}"
-    return f"alert {config.name}: {kind_class(config).summary(config, budget)}"
+    terms = terms_of(config, config.false_page_every or default_budget)
+    return f"alert {config.name}: {kind_class(config).summary(config, terms, budget)}"

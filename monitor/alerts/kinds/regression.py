@@ -1,7 +1,7 @@
 """Regression rules (`baseline`): a service's current window against what it is expected to
 show now (`History.expectation`: level, day and week), testing "the mean rose by at most
-half of `min_increase`" with the sequential test (the default) or a per-evaluation z-test
-(`test: window`). What each step means for users, and why, is in docs/alerts.md
+the rule's margin" (`Terms.margin`) with the sequential test (the default) or a
+per-evaluation z-test (`test: window`). What each step means for users, and why, is in docs/alerts.md
 ("Regression rules"): when a rule may fire, how it resolves or accepts a new normal, how an
 evaluator revision carries over, and why a rise never teaches the level before it is judged.
 """
@@ -26,7 +26,7 @@ from monitor.alerts.kinds.regression_shadow import ShadowHooks
 from monitor.alerts.kinds.regression_state import RegressionState
 from monitor.alerts.rule import Rule
 from monitor.config import AlertRule
-from monitor.evidence import Arrival, Moments, Unit, look_level
+from monitor.evidence import Arrival, Moments, Terms, Unit
 from monitor.telemetry import RateLimitedLog
 
 _log = RateLimitedLog(logging.getLogger(__name__), 3600.0)
@@ -43,16 +43,17 @@ class Regression(ShadowHooks):
         cfg = rule.config
         assert cfg.baseline is not None
         self.rule = rule
+        self.terms = rule.terms
         self._baseline = cfg.baseline
-        self._accept_s = rule.accept_after_s
         self._interval = interval_s
 
     @staticmethod
-    def summary(config: AlertRule, budget: str) -> str:
+    def summary(config: AlertRule, terms: Terms, budget: str) -> str:
         assert config.baseline is not None
         measured = "mean defect score" if config.measure == "scores" else "defect rate"
+        rise = terms.rise_text()
         return (
-            f"{measured} up by {config.min_increase:g} or more on {reference_text(config.baseline)} "
+            f"{measured} up by {rise} or more on {reference_text(config.baseline)} "
             f"({config.test} test, window {config.window}, {budget})"
         )
 
@@ -73,7 +74,7 @@ class Regression(ShadowHooks):
         old.baseline.expire(
             old.current,
             old.solo,
-            now + 2 * rule.window_s,
+            now + 2 * rule.terms.window_s,
             firing=previous.firing,
             hold_from=building,
         )
@@ -153,7 +154,7 @@ class Regression(ShadowHooks):
         if batch.size() and judging.bets is not None and not firing:
             test.update(judging.bets, batch.levels, batch.arrivals, now)
         batch.clear()
-        return not firing and test.crossed(self.rule.budget_s)
+        return not firing and test.crossed(self.terms.budget_s)
 
     # -- judging ----------------------------------------------------------------------
 
@@ -161,7 +162,7 @@ class Regression(ShadowHooks):
         """What left the current window goes into the history, the expectation moves to
         `now` (and an evaluator changeover with it), the window test's lean is followed and
         the sequential test takes its pending batch and its bets for the next."""
-        rule, judging = self.rule, state.judging
+        rule, terms, judging = self.rule, self.terms, state.judging
         judging.advanced_at = now
         expected = judging.expected = state.baseline.advance(
             state.current, state.solo, now, firing=firing, hold_from=judging.building_since()
@@ -176,24 +177,23 @@ class Regression(ShadowHooks):
             if p >= WINDOW_HOLD_P:
                 judging.leaning_since = None
             elif judging.leaning_since is None:
-                judging.leaning_since = now - rule.window_s
+                judging.leaning_since = now - terms.window_s
             return
         self._batch(state, now, firing)
-        judging.bet(rule.min_increase, rule.steps, rule.budget_s, settled)
+        judging.bet(terms, settled)
 
     def _window_p(self, state: RegressionState, now: float) -> float:
-        """The window test's p-value of "the current window's mean is at most
-        `min_increase / 2` above the expected" (1.0 without an expectation)."""
+        """The window test's p-value of "the current window's mean is at most the rule's
+        margin above the expected" (`Terms.margin`; 1.0 without an expectation)."""
         expected = state.judging.expected
         if expected is None:
             return 1.0
-        return expected.rise_p(state.current.moments(now), self.rule.min_increase / 2)
+        return expected.rise_p(state.current.moments(now), self.terms.margin(expected.mean))
 
     def judge(self, entries: Mapping[str, Entry], now: float) -> dict[str, Judgment]:
         entry = entries[""]
         state: RegressionState = entry.state
-        rule, cfg = self.rule, self.rule.config
-        m = rule.min_increase
+        terms = self.terms
         test = state.judging.sequential
         expected = state.judging.expected
         current = state.current.moments(now)
@@ -208,7 +208,7 @@ class Regression(ShadowHooks):
             reference = expected.reference()
             figures.update(expected=expected.mean, kappa=expected.kappa, rho=expected.rho)
         enough = state.baseline.settled(expected)
-        ready = enough and current.samples >= cfg.min_samples
+        ready = enough and terms.enough(current.samples)
         # A page never resolves against nothing: while its baseline holds too few verdicts
         # (a canary that took all the traffic, a reference with none) it holds on the level
         # it last judged against, and resolves when the rate comes back to that.
@@ -228,7 +228,7 @@ class Regression(ShadowHooks):
             increase -= state.baseline.history.window_offset(now)
         if test is None:
             p = self._window_p(state, now)
-            fire = ready and p <= look_level(self._interval, rule.budget_s)
+            fire = ready and p <= terms.level(self._interval)
             p = p if ready else 1.0
             evidence = current
         else:
@@ -237,27 +237,31 @@ class Regression(ShadowHooks):
             # The test's evidence reaches past the window: a window that never holds
             # min_samples (30 s at 1 a second) is no reason to stay blind to a rise whose
             # evidence holds them.
-            ready = enough and max(current.samples, evidence.samples) >= cfg.min_samples
+            ready = enough and terms.enough(max(current.samples, evidence.samples))
             p = test.p_value() if ready else 1.0
             if strongest.samples:
                 figures["distinct"] = test.strongest_distinct()
-            # A page whose own evidence rose less than half of min_increase contradicts
-            # itself ("+0.00"): the statistic was built on something else. It waits.
-            own = evidence.mean - expected.mean if expected is not None else 0.0
-            fire = ready and test.crossed(rule.budget_s) and own >= m / 2
+            # A page whose own evidence rose less than the margin contradicts itself
+            # ("+0.00"): the statistic was built on something else. It waits.
+            fire = (
+                ready
+                and expected is not None
+                and test.crossed(terms.budget_s)
+                and evidence.mean - expected.mean >= terms.margin(expected.mean)
+            )
         resolve = current.samples == 0 or (
             against is not None
-            and increase < m / 2
+            and increase < terms.margin(against.mean)
             # A sequential page may come when the window holds little of the rise: it
             # holds until a whole window has passed since.
-            and (test is None or now - entry.started_at >= rule.window_s)
+            and (test is None or now - entry.started_at >= terms.window_s)
         )
-        if entry.firing and not resolve and now - entry.started_at >= self._accept_s:
+        if entry.firing and not resolve and now - entry.started_at >= terms.accept_after_s:
             resolve = True
             figures["accepted"] = 1.0
             note = (
                 f"accepted as the new normal: the rise lasted "
-                f"{shown_duration(self._accept_s)} (baseline.accept_after)"
+                f"{shown_duration(terms.accept_after_s)} (baseline.accept_after)"
             )
         fired = entry.fired
         if entry.firing and not resolve and fired is not None:
@@ -291,7 +295,7 @@ class Regression(ShadowHooks):
         test starts anew, and what was held out stays out (it paged)."""
         state: RegressionState = entry.state
         accepted = judgment.figures.get("accepted")
-        state.baseline.settle(now, entry.started_at - self.rule.window_s if accepted else None)
+        state.baseline.settle(now, entry.started_at - self.terms.window_s if accepted else None)
         if state.judging.sequential is not None:
             state.judging.sequential.reset()
 
@@ -356,6 +360,6 @@ class Regression(ShadowHooks):
             gauges.baseline_rate(service, name, reference.samples, reference.mean)
             gauges.ready(service, name, judgment.figures.get("learning", 0.0) == 0.0)
         if state.judging.sequential is not None:
-            gauges.evidence(service, name, state.judging.sequential.progress(self.rule.budget_s))
+            gauges.evidence(service, name, state.judging.sequential.progress(self.terms.budget_s))
         gauges.firing(self.rule, service, "", entry.firing)
         gauges.screen(service, name, state.baseline.history.senders)

@@ -1,43 +1,16 @@
-"""What a regression rule tells its `Baseline` (`terms`), where the baseline's log lines go
-(`sayer`), and how a page names what it compared with (`reference_text`, `season_text`)."""
+"""Where a regression rule's baseline's log lines go (`sayer`), and how a page names what it
+compared with (`reference_text`, `season_text`)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
 
-from monitor.alerts.rule import Rule
-from monitor.config import AlertBaseline, pinned_period
-from monitor.evidence import Terms
+from monitor.config import AlertBaseline
 from monitor.telemetry import RateLimitedLog
 
 _log = RateLimitedLog(logging.getLogger(__name__), 3600.0)
-
-
-def terms(rule: Rule) -> Terms:
-    """What `rule` asks of its baseline."""
-    baseline = rule.config.baseline
-    assert baseline is not None
-    reference = baseline.reference
-    kind: Literal["trailing", "last_week", "pinned"] = "pinned"
-    if isinstance(reference, str):
-        kind, pinned = reference, ""
-    else:
-        pinned = reference.pinned
-    return Terms(
-        rule.baseline_s or 0.0,
-        baseline.season,
-        rule.steps,
-        rule.budget_s,
-        baseline.min_samples,
-        rule.min_increase,
-        rule.window_s,
-        kind,
-        pinned_period(pinned) if pinned else (0.0, 0.0),
-        pinned,
-    )
 
 
 def sayer(name: str, series: str) -> _Sayer:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from monitor.alerts.kinds.regression_expectation import sayer, terms
+from monitor.alerts.kinds.regression_expectation import sayer
 from monitor.alerts.rule import Rule
 from monitor.evidence import Baseline, Judging, SlidingWindow
 
@@ -25,10 +25,10 @@ class RegressionState:
     @staticmethod
     def empty(rule: Rule, series: str = "") -> RegressionState:
         return RegressionState(
-            SlidingWindow(rule.window_s),
-            SlidingWindow(rule.window_s),
-            Baseline(terms(rule), sayer(rule.config.name, series)),
-            Judging.empty(rule.sequential, rule.steps),
+            SlidingWindow(rule.terms.window_s),
+            SlidingWindow(rule.terms.window_s),
+            Baseline(rule.terms, sayer(rule.config.name, series)),
+            Judging.empty(rule.sequential, rule.terms.steps),
             series=series,
         )
 

@@ -22,6 +22,7 @@ from monitor.evidence import (
     Arrival,
     Moments,
     SlidingWindow,
+    Terms,
     Unit,
     restore_slices,
     saved_number,
@@ -85,7 +86,7 @@ class Slo:
         assert slo is not None
         self.rule = rule
         self._slo = slo
-        self._window_s = rule.window_s
+        self._window_s = rule.terms.window_s
         self.error_budget = 1.0 - slo.objective
         self.rows = [
             _Row(
@@ -104,7 +105,7 @@ class Slo:
         self._severities = list(dict.fromkeys(row.severity for row in self.rows))
 
     @staticmethod
-    def summary(config: AlertRule, budget: str) -> str:
+    def summary(config: AlertRule, terms: Terms, budget: str) -> str:
         slo = config.slo
         assert slo is not None
         scores = " on the mean defect score" if config.measure == "scores" else ""
@@ -189,7 +190,7 @@ class Slo:
         short = seen[row.short_s]
         return (
             self._burns(row, state, seen[row.long_s], now)
-            and short.samples >= self.rule.config.min_samples
+            and self.rule.terms.enough(short.samples)
             and self._burn(short) > row.factor
         )
 
