@@ -52,6 +52,14 @@ Rows (`ROWS`), each over `--trials` seeded runs where it times a page:
   the same release without the previous revision at night, and switches without a rise.
 - **night**: a switch at 02:00 after a day in shadow to a revision that reads the day's
   swing with another slope (the same model), x2 of the true rate 3 h later.
+- **sidecar tests**: what the alerting end-to-end tests once asserted of a real sidecar fed
+  in real time, each with its test's rule, evaluation interval and stream, from a fresh
+  start (`harness/simulated_sidecar_tests.py`): the compressed rule at 8/s with a burst of
+  240 identical failing requests, then x2.5; the same rule through a switch to a stricter
+  revision 45 s in, then x2.5; default settings on 30 s / 3 min windows at 24/s; the fleet
+  rule on a healthy fleet; cohorts by version with v2 at x2.5. With a rise: page / limit
+  (cohorts: and any page of the version that did not rise); without: false pages in 20
+  minutes of each start.
 
 `--write-golden` writes every run's numbers to `bench/scorecard.json`, which
 `tests/alerts/test_scorecard.py` recomputes in part and compares; `--write-docs` writes the

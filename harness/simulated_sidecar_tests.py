@@ -35,8 +35,8 @@ from typing import Any
 import numpy as np
 
 from harness.production_streams import EVALUATOR, START
-from harness.simulated_alerts import RULE, SERVICE, information_limit_s
 from harness.rag_service import FLEET_RULE
+from harness.simulated_alerts import RULE, SERVICE, information_limit_s
 from monitor.config import parse_duration
 
 RULES: dict[str, tuple[dict[str, Any], float]] = {
@@ -227,19 +227,31 @@ BURST_AT_S = 45.0  # once the compressed rule can judge (its baseline's 240 verd
 RISE_AT_S = 200.0  # the level holding most of its 3m
 SWITCH_AT_S = 45.0
 SWITCH_GAP_S = 5.0
+# The cells' names, by what the tests call them.
+NAMES: dict[str, str] = {
+    "burst": "compressed rule, 0.20 at 8/s, a burst of 240 identical failing requests at 45 s, "
+    "x2.5 from 200 s",
+    "burst healthy": "compressed rule, healthy 0.20 at 8/s with the burst, 20 min",
+    "changeover": "compressed rule, a switch at 45 s to a revision reading 0.36, x2.5 2 min after",
+    "changeover healthy": "compressed rule, healthy through a switch at 45 s, 20 min",
+    "regression": "default settings on 30s / 3m windows, 0.20 at 24/s, x2.5 from 90 s",
+    "regression healthy": "default settings on 30s / 3m windows, healthy 0.20 at 24/s, 20 min",
+    "fleet healthy": "the fleet rule, healthy 0.10 at 12/s read per second, 20 min",
+    "cohorts": "cohorts by version, 0.20 at 2/s on two versions, v2 x2.5 from its first request",
+    "cohorts healthy": "cohorts by version, healthy 0.20 at 2/s on two versions, 20 min",
+}
 CELLS: dict[str, tuple[str, Feed, bool]] = {
-    "compressed rule, 0.20 at 8/s, a burst of 240 identical failing requests at 45 s, "
-    "x2.5 from 200 s": (
+    NAMES["burst"]: (
         "compressed",
         Feed(rate=8.0, span_s=math.inf, rise_s=RISE_AT_S, burst=240, burst_s=BURST_AT_S),
         True,
     ),
-    "compressed rule, healthy 0.20 at 8/s with the burst, 20 min": (
+    NAMES["burst healthy"]: (
         "compressed",
         Feed(rate=8.0, span_s=HEALTHY_S, burst=240, burst_s=BURST_AT_S),
         False,
     ),
-    "compressed rule, a switch at 45 s to a revision reading 0.36, x2.5 2 min after": (
+    NAMES["changeover"]: (
         "compressed",
         Feed(
             rate=8.0,
@@ -250,32 +262,32 @@ CELLS: dict[str, tuple[str, Feed, bool]] = {
         ),
         True,
     ),
-    "compressed rule, healthy through a switch at 45 s, 20 min": (
+    NAMES["changeover healthy"]: (
         "compressed",
         Feed(rate=8.0, span_s=HEALTHY_S, switch_s=SWITCH_AT_S, gap_s=SWITCH_GAP_S),
         False,
     ),
-    "default settings on 30s / 3m windows, 0.20 at 24/s, x2.5 from 90 s": (
+    NAMES["regression"]: (
         "regression",
         Feed(rate=24.0, span_s=math.inf, rise_s=90.0),
         True,
     ),
-    "default settings on 30s / 3m windows, healthy 0.20 at 24/s, 20 min": (
+    NAMES["regression healthy"]: (
         "regression",
         Feed(rate=24.0, span_s=HEALTHY_S),
         False,
     ),
-    "the fleet rule, healthy 0.10 at 12/s read per second, 20 min": (
+    NAMES["fleet healthy"]: (
         "fleet",
         Feed(rate=12.0, span_s=HEALTHY_S, share=0.10, per_second=True),
         False,
     ),
-    "cohorts by version, 0.20 at 2/s on two versions, v2 x2.5 from its first request": (
+    NAMES["cohorts"]: (
         "cohorts",
         Feed(rate=2.0, span_s=math.inf, rise_s=0.0, versions=("v1", "v2")),
         True,
     ),
-    "cohorts by version, healthy 0.20 at 2/s on two versions, 20 min": (
+    NAMES["cohorts healthy"]: (
         "cohorts",
         Feed(rate=2.0, span_s=HEALTHY_S, versions=("v1", "v2")),
         False,
