@@ -31,9 +31,8 @@ Rows (`ROWS`), each over `--trials` seeded runs where it times a page:
   identical requests in ten minutes eight times a day (without ids, and each with a fresh session
   id): false pages per service-day.
 - **corners**: x2 on the constant-id and user-id streams at 1 a second, page / limit.
-- **fresh**: a rule started with no history (the default rule, and the compressed one of
-  `tests/alerts/fresh_e2e.py`: window 30s, baseline 3m of 240 verdicts, a false page an
-  hour) on 0.10 that rises x3 from its 3rd minute, at 1, 2 and 10 a second: minutes to
+- **fresh**: a rule started with no history (the default rule, and a compressed one:
+  window 30s, baseline 3m of 240 verdicts, a false page an hour) on 0.10 that rises x3 from its 3rd minute, at 1, 2 and 10 a second: minutes to
   page and the expectation the page states.
 - **changeover**: an evaluator's switch from revision "a" (reading the healthy service at
   0.20) to "b" (0.15; the two disagree on about a sixth of the records) after four weeks of

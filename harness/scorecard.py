@@ -31,7 +31,8 @@ from harness.simulated_upgrade import Switch, switch_healthy, switch_trial
 GOLDEN = Path(__file__).resolve().parent.parent / "bench" / "scorecard.json"
 BUDGET_S = 90 * DAY_S
 HEALTHY_S = 1800.0
-# tests/alerts/fresh_e2e.py's rule: a fresh start in minutes.
+# A rule compressed to minutes (`harness/simulated_sidecar_tests.py` runs it too): a fresh
+# start in minutes.
 COMPRESSED_RULE: dict[str, Any] = {
     "evaluator": EVALUATOR,
     "window": "30s",

@@ -1,22 +1,23 @@
-"""The streams the alerting end-to-end tests once fed a real sidecar in real time, on
-simulated time, for the scorecard's `sidecar tests` row: the statistics those tests
-asserted (how soon a rise pages, no page on a healthy or bursty stream, a changeover
-quiet) are judged here, over seeded runs, through `rag-monitor backtest`'s code
-(`monitor.alerts.backtest.Backtest`) with each test's own rule and evaluation interval;
-the end-to-end tests keep the wiring (a page reaches Alertmanager or a webhook with its
-labels and annotations, resolves, restarts, replicas).
+"""The alerting end-to-end tests' scenarios on simulated time, for the scorecard's
+`sidecar tests` row: the statistics of what those tests wire up (how soon a rise pages, no
+page on a healthy or bursty stream, a changeover quiet) are judged here, over seeded runs,
+through `rag-monitor backtest`'s code (`monitor.alerts.backtest.Backtest`) with the rules,
+evaluation intervals and rates of a real sidecar fed paced test traffic; the end-to-end
+tests keep the wiring (a page reaches Alertmanager or a webhook with its labels and
+annotations, resolves, restarts, replicas), driven by rises that page at once.
 
-Rules (`RULES`), as the tests configured them:
+Rules (`RULES`):
 
-- `compressed` (`tests/alerts/fresh_e2e.py`): window 30s, baseline 3m of 240 verdicts, a
-  false page an hour, an evaluation every second; fed 8 requests a second at 0.20.
-- `regression` (`tests/alerts/test_alerts_regression_e2e.py`, `test_attribution_e2e.py`):
-  window 30s, baseline 3m, every other setting at its default (min_samples 100 and 500,
-  one false page per 90 days, an evaluation every 15 s); fed 24 a second at 0.20.
-- `fleet` (`harness/rag_service.FLEET_RULE`, `tests/alerts/test_alerts_fleet_e2e.py`): the
+- `compressed` (the fresh-start tests' scenario, `tests/alerts/fresh_e2e.py`, at the
+  statistical bar): window 30s, baseline 3m of 240 verdicts, a false page an hour, an
+  evaluation every second; fed 8 requests a second at 0.20.
+- `regression` (`tests/alerts/test_alerts_regression_e2e.py`'s): window 30s, baseline 3m,
+  every other setting at its default (min_samples 100 and 500, one false page per 90 days,
+  an evaluation every 15 s); fed 24 a second at 0.20.
+- `fleet` (`harness/rag_service.FLEET_RULE`, `tests/alerts/test_alerts_fleet_e2e.py`'s): the
   fleet's verdicts, read from Prometheus every second, summed per second: 12 a second at
   0.10.
-- `cohorts` (`tests/alerts/test_alerts_cohorts_e2e.py`): `cohorts: {by: version}`, every
+- `cohorts` (`tests/alerts/test_alerts_cohorts_e2e.py`'s): `cohorts: {by: version}`, every
   other key at its default, an evaluation every second; two versions at 0.20.
 
 Every stream starts with no history (a fresh start), as the tests' sidecars did; verdicts
@@ -69,7 +70,7 @@ NOT_PAGED_LIMITS = 30
 # The healthy cells' span of each start (a trial).
 HEALTHY_S = 1200.0
 # What the stricter revision of the changeover misreads of the faithful answers (7 of the
-# 36 the tests' service cycles through, `tests/alerts/fresh_e2e.py`).
+# 36 the tests' service cycles through, harness/rag_answers.py).
 MISREAD = 7 / 36
 
 

@@ -176,7 +176,8 @@ SIDECAR = "sidecar tests: "
 
 
 def test_a_fresh_compressed_rule_is_quiet_a_burst_is_no_page_and_a_rise_pages_soon() -> None:
-    """The rule of `tests/alerts/fresh_e2e.py` started fresh on 0.20 at 8 a second: 240
+    """The compressed rule (30 s window, 3 min baseline of 240 verdicts, a false page an
+    hour, a look every second) started fresh on 0.20 at 8 a second: 240
     identical failing requests (one fingerprint) once it can judge are one piece of
     evidence and page nothing; a x2.5 from 200 s pages within 3 times its information
     limit, against the healthy rate, in every golden run; 20 minutes of the same healthy
