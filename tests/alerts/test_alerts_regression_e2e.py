@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from harness.rag_service import PER_S, Service, metric, write_config
+from harness.rag_service import Service, metric, write_config
 from harness.servers import alertmanager, need, rag_monitor, webhook
 
 # A real `rag-monitor run` and Alertmanager: wiring, whatever the file costs.
