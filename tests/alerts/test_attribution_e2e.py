@@ -1,8 +1,8 @@
 """End to end: a page that says where, through real OTLP traffic and a real Alertmanager.
 
 A real `rag-monitor run` (the embedded `local_groundedness` at its default threshold, a
-regression rule with the windows shortened to 30 s current and 3 min baseline and judged
-every second, every other setting at its default, `alerts.trace_url` and
+regression rule with the windows shortened to 30 s current and 3 min baseline, their
+min_samples to 50 and 200, judged every second, every other setting at its default, `alerts.trace_url` and
 `exporters.results_file` set) takes RAG traces from the OpenTelemetry SDK over OTLP/HTTP on
 two routes, `/ask` and `/chat`, at the same hallucinated share; then every `/chat` answer is
 hallucinated. The page
@@ -65,7 +65,8 @@ def test_a_page_names_the_route_that_carries_the_rise_with_its_traces(tmp_path: 
                                 "name": RULE,
                                 "evaluator": "local_groundedness",
                                 "window": "30s",
-                                "baseline": {"window": "3m"},
+                                "min_samples": 50,
+                                "baseline": {"window": "3m", "min_samples": 200},
                                 "severity": "page",
                             }
                         ],
@@ -105,7 +106,7 @@ def _scenario(ask: Service, chat: Service, hook: Any, port: int, results: Path) 
             time.sleep(max(0.0, tick - time.monotonic()))
 
     # The same share on both routes until the rule can judge: quiet.
-    traffic(HEALTHY_SHARE, lambda: samples("baseline") >= 500 and samples("current") >= 100, 300)
+    traffic(HEALTHY_SHARE, lambda: samples("baseline") >= 200 and samples("current") >= 50, 300)
     assert pages() == []
 
     # Every /chat answer hallucinated: the page says where. It may come on
