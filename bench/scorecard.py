@@ -31,9 +31,8 @@ Rows (`ROWS`), each over `--trials` seeded runs where it times a page:
   identical requests in ten minutes eight times a day (without ids, and each with a fresh session
   id): false pages per service-day.
 - **corners**: x2 on the constant-id and user-id streams at 1 a second, page / limit.
-- **fresh**: a rule started with no history (the default rule, and the compressed one of
-  `tests/alerts/fresh_e2e.py`: window 30s, baseline 3m of 240 verdicts, a false page an
-  hour) on 0.10 that rises x3 from its 3rd minute, at 1, 2 and 10 a second: minutes to
+- **fresh**: a rule started with no history (the default rule, and a compressed one:
+  window 30s, baseline 3m of 240 verdicts, a false page an hour) on 0.10 that rises x3 from its 3rd minute, at 1, 2 and 10 a second: minutes to
   page and the expectation the page states.
 - **changeover**: an evaluator's switch from revision "a" (reading the healthy service at
   0.20) to "b" (0.15; the two disagree on about a sixth of the records) after four weeks of
@@ -52,6 +51,14 @@ Rows (`ROWS`), each over `--trials` seeded runs where it times a page:
   the same release without the previous revision at night, and switches without a rise.
 - **night**: a switch at 02:00 after a day in shadow to a revision that reads the day's
   swing with another slope (the same model), x2 of the true rate 3 h later.
+- **sidecar tests**: what the alerting end-to-end tests once asserted of a real sidecar fed
+  in real time, each with its test's rule, evaluation interval and stream, from a fresh
+  start (`harness/simulated_sidecar_tests.py`): the compressed rule at 8/s with a burst of
+  240 identical failing requests, then x2.5; the same rule through a switch to a stricter
+  revision 45 s in, then x2.5; default settings on 30 s / 3 min windows at 24/s; the fleet
+  rule on a healthy fleet; cohorts by version with v2 at x2.5. With a rise: page / limit
+  (cohorts: and any page of the version that did not rise); without: false pages in 20
+  minutes of each start.
 
 `--write-golden` writes every run's numbers to `bench/scorecard.json`, which
 `tests/alerts/test_scorecard.py` recomputes in part and compares; `--write-docs` writes the

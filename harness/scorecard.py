@@ -24,12 +24,15 @@ from harness.simulated_alerts import (
     warmed,
 )
 from harness.simulated_changeover import Changeover, changeover_healthy, changeover_trial
+from harness.simulated_sidecar_tests import CELLS as SIDECAR_TESTS
+from harness.simulated_sidecar_tests import cell_trial as sidecar_test_trial
 from harness.simulated_upgrade import Switch, switch_healthy, switch_trial
 
 GOLDEN = Path(__file__).resolve().parent.parent / "bench" / "scorecard.json"
 BUDGET_S = 90 * DAY_S
 HEALTHY_S = 1800.0
-# tests/alerts/fresh_e2e.py's rule: a fresh start in minutes.
+# A rule compressed to minutes (`harness/simulated_sidecar_tests.py` runs it too): a fresh
+# start in minutes.
 COMPRESSED_RULE: dict[str, Any] = {
     "evaluator": EVALUATOR,
     "window": "30s",
@@ -258,6 +261,8 @@ def cells(healthy_days: float) -> list[Cell]:
         for name, switch in switches.items():
             timed = math.isfinite(switch.rise_s)
             out.append(Cell(row, name, switch_trial if timed else switch_healthy, (switch,)))
+    for name in SIDECAR_TESTS:
+        out.append(Cell("sidecar tests", name, sidecar_test_trial, (name,)))
     return out
 
 
@@ -292,6 +297,9 @@ def shown(cell: Cell, runs: list[dict[str, float]]) -> list[str]:
     if cell.row in ("changeover", "upgrade") and runs and "pages" in runs[0]:
         pages = sum(r["pages"] for r in runs)
         return [cell.name, f"{pages:g} false pages in {len(runs)} switches", "-"]
+    if cell.row == "sidecar tests" and runs and "pages" in runs[0]:
+        pages = sum(r["pages"] for r in runs)
+        return [cell.name, f"{pages:g} false pages in {len(runs)} starts", "-"]
     if cell.row == "fresh" and runs and "pages" in runs[0]:
         pages = sum(r["pages"] for r in runs)
         starts = sum(r["starts"] for r in runs)
@@ -353,6 +361,11 @@ HEADERS = {
     ],
     "night": [
         "a switch at 02:00 after a day in shadow, to a revision of another slope",
+        "page / limit: median (worst)",
+        "paged before the rise",
+    ],
+    "sidecar tests": [
+        "the alerting end-to-end tests' rules and streams, each from a fresh start",
         "page / limit: median (worst)",
         "paged before the rise",
     ],

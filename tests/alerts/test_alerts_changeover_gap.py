@@ -42,8 +42,8 @@ def test_a_doubling_a_quarter_hour_after_an_evaluator_change_pages(hour: int) ->
     assert started(backtest) == 1
 
 
-# The compressed windows of the real-sidecar changeover test
-# (`tests/alerts/test_alerts_fresh_changeover_e2e.py`): 8 verdicts a second, `window: 30s`,
+# The compressed windows of the young changeover the scorecard's `sidecar tests` row judges
+# (`harness/simulated_sidecar_tests.py`): 8 verdicts a second, `window: 30s`,
 # `baseline: {window: 3m, min_samples: 240}`, one false page an hour, a look every second.
 COMPRESSED = {
     "alerts": {

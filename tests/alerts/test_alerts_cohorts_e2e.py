@@ -2,12 +2,18 @@
 its traces through the OpenTelemetry SDK with its own `service.version` resource attribute
 over OTLP/HTTP to the monitor's real receiver, trace stage and embedded
 `local_groundedness`. The cohort rule of the issue (`cohorts: {by: version}`, every other
-key at its default) stays quiet while both versions hallucinate at the same rate, and pages
-a webhook naming version `v2` alone when v2's hallucinated share rises 2.5x.
+key at its default) judges both versions, stays quiet while they hallucinate at the same
+share (evenly spread: the same counts), and pages a webhook naming version `v2` alone when
+every v2 answer is hallucinated.
 
 The alert engine reads an injected clock (the traffic of a 30-minute window is sent in
 seconds); every other component is the one `rag-monitor run` builds, and every check waits
 on a condition.
+
+This test is wiring. How soon a version's smaller rise (x2.5) pages against the rest, and
+that versions of the same rate page nothing, is judged on simulated time over seeded runs:
+the scorecard's `sidecar tests` row (`harness/simulated_sidecar_tests.py`,
+`tests/alerts/test_scorecard.py`).
 """
 
 from __future__ import annotations
@@ -39,9 +45,8 @@ alerts:
       severity: page
 """
 HEALTHY_SHARE = 0.2
-# Per phase: past min_samples (100) on each side, and enough that a 2.5x share stands out
-# at the level of a look every second for one false page a quarter.
-PER_VERSION = 300
+# Per phase: past min_samples (100) on each side.
+PER_VERSION = 120
 
 
 async def test_a_worse_version_pages_for_its_cohort_only(tmp_path: Path) -> None:
@@ -104,9 +109,9 @@ async def test_a_worse_version_pages_for_its_cohort_only(tmp_path: Path) -> None
             assert (firing("v1"), firing("v2")) == (0, 0)
             assert hook.alerts() == []
 
-            # A new window: v2's hallucinated share rises 2.5x, v1's stays.
+            # A new window: every v2 answer hallucinated, v1's share as it was.
             clock.now += 31 * 60
-            send(HEALTHY_SHARE, HEALTHY_SHARE * 2.5)
+            send(HEALTHY_SHARE, 1.0)
             await judged(lambda: bool(hook.alerts()), "a page")
             await judged(
                 lambda: samples("v1") >= PER_VERSION and samples("v2") >= PER_VERSION,
