@@ -74,6 +74,8 @@ class FirstLevel:
     held: bool = False
     # The design effect measured at the cut (every unit, each part about its own mean).
     cut_design: float | None = None
+    # The best split while a change is suspected (its first unit, the design effect there).
+    _suspected: tuple[int, float] | None = None
 
     @property
     def count(self) -> float:
@@ -116,6 +118,11 @@ class FirstLevel:
             return True
         if not was_held or self.held or self.count < self.min_samples:
             return False
+        if self._suspected is not None and self._still_suspected(self._suspected[0]):
+            # Still suspected at `HOLD_FACTOR`: the level is what came before the rise,
+            # never one filled with it.
+            self._cut(*self._suspected)
+            return True
         kept: dict[int, list[float]] = {}
         room = self.min_samples
         for index in sorted(self.units):
@@ -138,9 +145,11 @@ class FirstLevel:
         in no longer. A split above `SUSPECT_Z` holds the level open (`held`) until it holds
         `HOLD_FACTOR` x `min_samples` verdicts."""
         self.held = False
+        self._suspected = None
         if len(self.units) <= MIN_UNITS or self.start is None or now - self.start >= SPAN_S:
             return False
         best = -math.inf
+        suspected: tuple[int, float] | None = None
         order = sorted(self.units)
         # Running sums of the units before each split: verdicts, defects, squares, and for
         # their spread, defects squared, defects x verdicts, verdicts squared.
@@ -166,19 +175,53 @@ class FirstLevel:
             spread += _relative(
                 dd_a - 2 * mean_a * dm_a + mean_a * mean_a * mm_a, q_a / n_a - mean_a**2
             )
-            design = _design(len(order), n_b + n_a, spread, 1.0, fitted=2)
+            measured = _design(len(order), n_b + n_a, spread, 1.0, fitted=2, floor=1.0)
+            design = max(DESIGN_PRIOR, measured)
             se2 = design * variance * (1 / n_b + 1 / n_a)
             if se2 <= 0:
                 continue
             z = (mean_a - mean_b) / math.sqrt(se2)
             if z >= CHANGE_Z:
-                self.units = {i: self.units[i] for i in order[:split]}
-                self.frozen = True
-                self.cut_design = design
+                self._cut(order[split], measured)
                 return True
-            best = max(best, z)
+            if z > best:
+                best, suspected = z, (order[split], measured)
         self.held = best >= SUSPECT_Z and total[0] < HOLD_FACTOR * self.min_samples
+        self._suspected = suspected if best >= SUSPECT_Z else None
         return False
+
+    def _cut(self, split: int, design: float) -> None:
+        """The level is the units before unit `split`, its error at `design`."""
+        self.units = {i: sums for i, sums in self.units.items() if i < split}
+        self.frozen = True
+        self.cut_design = design
+
+    def _still_suspected(self, split: int) -> bool:
+        """Whether the units since unit `split` still read `SUSPECT_Z` standard errors above
+        those before it at the design effect that blocks of as many units as the part
+        before show (each part about its own mean), where that exceeds the one the scan
+        used: clustering that spans units (a conversation's turns minutes apart) shows in
+        blocks the size of the level, not in its units."""
+        order = sorted(self.units)
+        size = sum(1 for i in order if i < split)
+        parts = ([self.units[i] for i in order[:size]], [self.units[i] for i in order[size:]])
+        sums, spread, blocks = [], 0.0, 0
+        for part in parts:
+            n, d, q = (sum(u[k] for u in part) for k in range(3))
+            mean = d / n
+            for first in range(0, len(part), size):
+                block = part[first : first + size]
+                m, b = sum(u[0] for u in block), sum(u[1] for u in block)
+                spread += _relative((b - m * mean) ** 2, q / n - mean * mean)
+                blocks += 1
+            sums.append((n, d, q))
+        (n_b, d_b, q_b), (n_a, d_a, q_a) = sums
+        total = n_b + n_a
+        pooled = (d_b + d_a) / total
+        variance = max((q_b + q_a) / total - pooled * pooled, 0.0)
+        design = max(DESIGN_PRIOR, _design(blocks, total, spread, 1.0, fitted=2, floor=1.0))
+        se2 = design * variance * (1 / n_b + 1 / n_a)
+        return se2 > 0 and (d_a / n_a - d_b / n_b) / math.sqrt(se2) >= SUSPECT_Z
 
     def design(self, mean: float, variance: float) -> float:
         """The design effect of the level's verdicts: the units' spread about `mean` over
@@ -212,7 +255,7 @@ class FirstLevel:
     def restore(self, raw: Any) -> None:
         """A saved level; None (a state file from before it was kept) starts none."""
         self.start, self.units, self.frozen, self.full, self.held = None, {}, False, False, False
-        self.cut_design = None
+        self.cut_design, self._suspected = None, None
         if raw is None:
             return
         if not isinstance(raw, dict) or not isinstance(raw.get("units"), list):
@@ -230,7 +273,7 @@ class FirstLevel:
         cut_design = raw.get("cut_design")
         # A level cut before its design effect was kept counts its own units'.
         self.cut_design = (
-            None if cut_design is None else max(saved_number(cut_design), DESIGN_PRIOR)
+            None if cut_design is None else max(saved_number(cut_design), 1.0)
         )
         for entry in raw["units"]:
             if not isinstance(entry, list) or len(entry) != 4:
@@ -246,7 +289,9 @@ def _relative(spread: float, variance: float) -> float:
     return spread / variance if variance > 0 else 0.0
 
 
-def _design(k: int, n: float, spread: float, variance: float, fitted: int = 1) -> float:
+def _design(
+    k: int, n: float, spread: float, variance: float, fitted: int = 1, floor: float = DESIGN_PRIOR
+) -> float:
     """The design effect of `n` verdicts in `k` units whose defects spread `spread` (summed
     squares) about the `fitted` means of their parts: over what independent verdicts of
     `variance` give, with its error, at least the prior."""
@@ -254,4 +299,4 @@ def _design(k: int, n: float, spread: float, variance: float, fitted: int = 1) -
     if free < 1 or variance <= 0 or n <= 0:
         return DESIGN_PRIOR
     measured = spread / (n * variance) * k / free
-    return max(DESIGN_PRIOR, measured * (1.0 + DESIGN_Z * math.sqrt(2.0 / free)))
+    return max(floor, measured * (1.0 + DESIGN_Z * math.sqrt(2.0 / free)))
