@@ -191,17 +191,30 @@ class FirstLevel:
         return False
 
     def _cut(self, split: int, design: float) -> None:
-        """The level is the units before unit `split`, its error at `design`."""
+        """The level is the units before unit `split`; its error counts `design` (what the
+        units showed) or what blocks of as many units as the level show (the estimate
+        alone: few blocks bound it loosely), the larger."""
+        blocks = self._blocks(split)
         self.units = {i: sums for i, sums in self.units.items() if i < split}
         self.frozen = True
-        self.cut_design = design
+        self.cut_design = max(design, blocks[0])
 
     def _still_suspected(self, split: int) -> bool:
         """Whether the units since unit `split` still read `SUSPECT_Z` standard errors above
-        those before it at the design effect that blocks of as many units as the part
-        before show (each part about its own mean), where that exceeds the one the scan
-        used: clustering that spans units (a conversation's turns minutes apart) shows in
-        blocks the size of the level, not in its units."""
+        those before it at the design effect blocks of as many units as the part before
+        show (with its error), where that exceeds the prior the scan used."""
+        (n_b, d_b), (n_a, d_a), variance, design = self._blocks(split)[1:]
+        se2 = max(DESIGN_PRIOR, design) * variance * (1 / n_b + 1 / n_a)
+        return se2 > 0 and (d_a / n_a - d_b / n_b) / math.sqrt(se2) >= SUSPECT_Z
+
+    def _blocks(
+        self, split: int
+    ) -> tuple[float, tuple[float, float], tuple[float, float], float, float]:
+        """The design effect of blocks of as many units as there are before unit `split`
+        (each part about its own mean): its estimate alone, the parts' verdicts and defects,
+        all the units' variance, and the estimate with its error. Clustering that spans
+        units (a conversation's turns minutes apart) shows in blocks the size of the level,
+        not in its units."""
         order = sorted(self.units)
         size = sum(1 for i in order if i < split)
         parts = ([self.units[i] for i in order[:size]], [self.units[i] for i in order[size:]])
@@ -219,9 +232,10 @@ class FirstLevel:
         total = n_b + n_a
         pooled = (d_b + d_a) / total
         variance = max((q_b + q_a) / total - pooled * pooled, 0.0)
-        design = max(DESIGN_PRIOR, _design(blocks, total, spread, 1.0, fitted=2, floor=1.0))
-        se2 = design * variance * (1 / n_b + 1 / n_a)
-        return se2 > 0 and (d_a / n_a - d_b / n_b) / math.sqrt(se2) >= SUSPECT_Z
+        free = blocks - 2
+        estimate = spread / total * blocks / free if free >= 1 else DESIGN_PRIOR
+        raised = _design(blocks, total, spread, 1.0, fitted=2, floor=1.0)
+        return max(1.0, estimate), (n_b, d_b), (n_a, d_a), variance, raised
 
     def design(self, mean: float, variance: float) -> float:
         """The design effect of the level's verdicts: the units' spread about `mean` over
