@@ -306,7 +306,9 @@ def shown(cell: Cell, runs: list[dict[str, float]]) -> list[str]:
     timed = [r for r in ratios if not math.isnan(r)]
     out = [cell.name, f"{_x(_median(timed))} ({_x(max(timed))})" if timed else "-"]
     if cell.row == "young":
+        paged = sum(1 for r in timed if math.isfinite(r))
         risen = sum(1 for r in runs if math.isinf(r["ratio"]) and r["expected"] > YOUNG_LEARNED)
+        out[1] += f", {paged} of {len(runs)} paged"
         out.append(f"{early} / {risen}")
     elif cell.row == "slow":
         expected = [r["expected"] for r in runs if not math.isnan(r["expected"])]

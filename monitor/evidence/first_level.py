@@ -9,15 +9,19 @@ until the units since some split read above the `MIN_UNITS` or more before it by
 is no part of it, the level is what came before it (`frozen`). While the best split
 reads above `SUSPECT_Z` the level keeps filling past `min_samples` (`held`, up to
 `HOLD_FACTOR` times it), so that a rise not yet told apart when it would have filled is
-cut once it is; a hold that ends uncut leaves the first `min_samples` verdicts, the level
-it would have been. What comes later in the rule's first `SPAN_S` is judged against the
-level, never learned into it. Its error counts them with the design effect their units
-show (the spread of each unit's defects about the level's rate against what independent
-verdicts give), raised by that estimate's own error and never below `DESIGN_PRIOR`: on
-clustered verdicts a binomial error is several times too small, and a flat level read low
-pages a healthy stream. A level cut at a change counts the design effect the cut measured
-on every unit, each part about its own mean: clustering is the stream's, before a rise and
-after it, and four units alone bound it so loosely that a level of them judges no rise.
+cut once it is; a hold that reaches that bound still suspected is cut at the best split
+(never a level filled with the rise), unless blocks of as many units as the part before
+it vary enough to explain the split (clustering that spans units: a conversation's turns
+minutes apart), and a suspicion that fades leaves the first `min_samples` verdicts, the
+level it would have been. What comes later in the rule's first `SPAN_S` is judged
+against the level, never learned into it. Its error counts them with the design effect
+their units show (the spread of each unit's defects about the level's rate against what
+independent verdicts give), raised by that estimate's own error and never below
+`DESIGN_PRIOR`: on clustered verdicts a binomial error is several times too small, and a
+flat level read low pages a healthy stream. A level cut at a change counts the design
+effect the cut measured on every unit, each part about its own mean, with its error (at
+least 1: dozens of units bound it, where four alone bound it so loosely that a level of
+them judges no rise), or the estimate that blocks of the level's size show, the larger.
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ MIN_UNITS = 4
 # what it is for; later, a level read low by chance would page a healthy stream in the
 # hours its history still needs (a night's few verdicts).
 SPAN_S = 3600.0
-# The design effect assumed before the units measured one, and its floor after.
+# The design effect assumed before the units measured one, and its floor after (for a
+# level cut at a change, the floor of the split's test).
 DESIGN_PRIOR = KAPPA_PRIOR
 # Standard errors of the measured design effect added to it (its relative error over `k`
 # units is about sqrt(2 / (k - 1))).
@@ -286,9 +291,7 @@ class FirstLevel:
         self.held = held
         cut_design = raw.get("cut_design")
         # A level cut before its design effect was kept counts its own units'.
-        self.cut_design = (
-            None if cut_design is None else max(saved_number(cut_design), 1.0)
-        )
+        self.cut_design = None if cut_design is None else max(saved_number(cut_design), 1.0)
         for entry in raw["units"]:
             if not isinstance(entry, list) or len(entry) != 4:
                 raise TypeError("first verdicts: [unit, verdicts, sum, squares] expected")

@@ -20,9 +20,7 @@ MIN_INCREASE = 0.03
 def young(kappa: float, estimate: float | None) -> Expectation:
     """0.10 learned from many verdicts whose kappa reads `kappa` with its allowance and
     `estimate` without (None: a level that carries none, judged at kappa)."""
-    return Expectation(
-        0.10, 0.09, 1e-7, 200_000, kappa=kappa, rho=0.0, kappa_estimate=estimate
-    )
+    return Expectation(0.10, 0.09, 1e-7, 200_000, kappa=kappa, rho=0.0, kappa_estimate=estimate)
 
 
 def tempering(b: Bets) -> list[float]:
