@@ -1,5 +1,5 @@
 """The engine of the regression scorecard (`bench/scorecard.py`) on simulated time: a
-service's four weeks of history (`warmed`), then rows replayed through
+service's history (`warmed`: four weeks, or the days a row asks for), then rows replayed through
 `rag-monitor backtest`'s code (`replay`), and the verdict rows of independent streams."""
 
 from __future__ import annotations
