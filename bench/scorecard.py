@@ -23,6 +23,12 @@ Rows (`ROWS`), each over `--trials` seeded runs where it times a page:
   the time to page over the **information limit** (`bench/alert_regression.py`: the time a
   test that knew both rates would need, `ln(rate x budget)` nats over the divergence per
   verdict), and pages before the rise.
+- **young**: the plain case's independent verdicts at 0.10 without ids from a history of 4
+  and of 14 days instead of four weeks, each run warmed up from its own seed (a young
+  history's dispersion is as much its own as its verdicts are): x2 at 0.2, 1 and 10 a
+  second and x1.5 at 0.2 and 1, half an hour healthy first; page / limit (x1.5: within a
+  day at least), and of the runs not paged those whose expectation reads above 0.12 at
+  the end (the rise learned into the level).
 - **slow**: 0.10 to 0.15 at 0.2 a second (the limit 1.6 h): paged within a day, or not;
   the expectation at the page or at the day's end (whether the rise was learned).
 - **healthy**: `--healthy-days` of healthy rows per stream: the plain streams at 1 and 10

@@ -46,6 +46,12 @@ FRESH_STARTS = 20
 # can judge a x3 against (docs/quality.md).
 FRESH_RATES = (1.0, 2.0, 10.0)
 SLOW_MAX_S = DAY_S
+# A young history's rows: the days of history (the scorecard's others have four weeks), and
+# how many limits a run waits for its page (a x1.5 at the slowest rate: a day).
+YOUNG_DAYS = (4, 14)
+YOUNG_LIMITS = 6
+# Above this a rise of 0.10 that did not page was learned into the level.
+YOUNG_LEARNED = 0.12
 
 
 # -- the rows -----------------------------------------------------------------------------
@@ -90,6 +96,27 @@ def slow_trial(seed: int) -> dict[str, float]:
         "ratio": (at - START - HEALTHY_S) / limit,
         "expected": float(annotations["baseline_defect_rate"]),
     }
+
+
+def young_trial(days: int, rate: float, factor: float, seed: int) -> dict[str, float]:
+    """0.10 rising by `factor` at `rate` after `days` of history, the run's own (each run
+    warms up from its seed: a young history's dispersion is as much its own as its
+    verdicts): page / limit (inf: none within `YOUNG_LIMITS` limits, or a day at the
+    slowest), whether it paged before the rise, and the expectation at the page or at the
+    run's end (a rise learned into the level reads above 0.10)."""
+    p0 = 0.10
+    limit = information_limit_s(p0, p0 * factor, rate, BUDGET_S)
+    span = HEALTHY_S + max(YOUNG_LIMITS * limit, SLOW_MAX_S if factor < 2 else 0.0)
+    spec = shaped(StreamSpec(rate=rate, days=span / DAY_S, mean=p0, ids=False))
+    saved = warmed(replace(spec, seed=seed % 2**31), days)
+    run = replay(independent(p0, rate, seed, HEALTHY_S, factor, span), saved)
+    if not run.pages:
+        return {"ratio": math.inf, "early": 0.0, "expected": round(run.expected, 4)}
+    at, annotations = run.pages[0]
+    expected = round(float(annotations["baseline_defect_rate"]), 4)
+    if at - START < HEALTHY_S:
+        return {"ratio": math.nan, "early": 1.0, "expected": expected}
+    return {"ratio": (at - START - HEALTHY_S) / limit, "early": 0.0, "expected": expected}
 
 
 def healthy_pages(name: str, days: float, seed: int) -> dict[str, float]:
@@ -243,6 +270,10 @@ def cells(healthy_days: float) -> list[Cell]:
                     name = f"{p0:.2f} x{factor:g} at {rate:g}/s, {how}"
                     out.append(Cell("plain", name, plain_trial, (p0, rate, factor, ids)))
     out.append(Cell("slow", "0.10 -> 0.15 at 0.2/s", slow_trial, ()))
+    for days in YOUNG_DAYS:
+        for rate, factor in ((0.2, 2.0), (1.0, 2.0), (10.0, 2.0), (0.2, 1.5), (1.0, 1.5)):
+            name = f"{days} days, x{factor:g} at {rate:g}/s"
+            out.append(Cell("young", name, young_trial, (days, rate, factor)))
     for name in HEALTHY_STREAMS:
         out.append(Cell("healthy", name, healthy_pages, (name, healthy_days), timed=False))
     for kind in ("constant", "user"):
@@ -319,7 +350,12 @@ def shown(cell: Cell, runs: list[dict[str, float]]) -> list[str]:
     early = sum(1 for r in ratios if math.isnan(r))
     timed = [r for r in ratios if not math.isnan(r)]
     out = [cell.name, f"{_x(_median(timed))} ({_x(max(timed))})" if timed else "-"]
-    if cell.row == "slow":
+    if cell.row == "young":
+        paged = sum(1 for r in timed if math.isfinite(r))
+        risen = sum(1 for r in runs if math.isinf(r["ratio"]) and r["expected"] > YOUNG_LEARNED)
+        out[1] += f", {paged} of {len(runs)} paged"
+        out.append(f"{early} / {risen}")
+    elif cell.row == "slow":
         expected = [r["expected"] for r in runs if not math.isnan(r["expected"])]
         out.append(f"{_median(expected):.3f}" if expected else "-")
     else:
@@ -337,6 +373,11 @@ HEADERS = {
         "a slow service's small rise",
         "page / limit: median (worst), a day at most",
         "expectation at the page",
+    ],
+    "young": [
+        "0.10 on independent verdicts, history, rise, rate",
+        "page / limit: median (worst)",
+        "paged before the rise / not paged and learned",
     ],
     "healthy": ["healthy stream", "false pages", "per service-day"],
     "corners": [

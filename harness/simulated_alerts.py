@@ -1,5 +1,5 @@
 """The engine of the regression scorecard (`bench/scorecard.py`) on simulated time: a
-service's four weeks of history (`warmed`), then rows replayed through
+service's history (`warmed`: four weeks, or the days a row asks for), then rows replayed through
 `rag-monitor backtest`'s code (`replay`), and the verdict rows of independent streams."""
 
 from __future__ import annotations
@@ -51,11 +51,11 @@ def config(rule: dict[str, Any]) -> Any:
 
 
 @functools.cache
-def warmed(spec: StreamSpec) -> dict[str, Any]:
-    """The engine's state after `WARM_DAYS` of `spec`'s healthy time before its start (see
-    the module docstring), from `spec.seed`: one warm-up per stream, shared by its runs."""
+def warmed(spec: StreamSpec, days: int = WARM_DAYS) -> dict[str, Any]:
+    """The engine's state after `days` of `spec`'s healthy time before its start (see the
+    module docstring), from `spec.seed`: one warm-up per stream, shared by its runs."""
     healthy = replace(spec, changes=(), days=ROWS_WARM_S / DAY_S, seed=spec.seed + 1)
-    saved = counted(healthy, spec.seed, WARM_DAYS * DAY_S - ROWS_WARM_S)
+    saved = counted(healthy, spec.seed, days * DAY_S - ROWS_WARM_S)
     # A busier stream's last hours at 1 a second: as many conversations as the correlation
     # needs, at a tenth of the rows.
     healthy = replace(healthy, rate=min(healthy.rate, 1.0))
@@ -123,10 +123,12 @@ def counted(
 
 @dataclass
 class Run:
-    """What one replay saw: its pages (time, annotations) and when it stopped."""
+    """What one replay saw: its pages (time, annotations), when it stopped, and the
+    expectation the rule judged against then (nan: none)."""
 
     pages: list[tuple[float, dict[str, str]]]
     end: float
+    expected: float = math.nan
 
 
 def replay(
@@ -149,7 +151,16 @@ def replay(
             pages.append((event.time, dict(event.alert.annotations)))
             if stop_at_page:
                 break
-    return Run(pages, end)
+    return Run(pages, end, _expected(backtest.engine))
+
+
+def _expected(engine: Any) -> float:
+    """The mean the engine's one regression entry judges against now (nan: none)."""
+    for entry in engine._entries.values():
+        judging = getattr(entry.state, "judging", None)
+        if judging is not None and judging.expected is not None:
+            return float(judging.expected.mean)
+    return math.nan
 
 
 def independent(

@@ -9,15 +9,19 @@ until the units since some split read above the `MIN_UNITS` or more before it by
 is no part of it, the level is what came before it (`frozen`). While the best split
 reads above `SUSPECT_Z` the level keeps filling past `min_samples` (`held`, up to
 `HOLD_FACTOR` times it), so that a rise not yet told apart when it would have filled is
-cut once it is; a hold that ends uncut leaves the first `min_samples` verdicts, the level
-it would have been. What comes later in the rule's first `SPAN_S` is judged against the
-level, never learned into it. Its error counts them with the design effect their units
-show (the spread of each unit's defects about the level's rate against what independent
-verdicts give), raised by that estimate's own error and never below `DESIGN_PRIOR`: on
-clustered verdicts a binomial error is several times too small, and a flat level read low
-pages a healthy stream. A level cut at a change counts the design effect the cut measured
-on every unit, each part about its own mean: clustering is the stream's, before a rise and
-after it, and four units alone bound it so loosely that a level of them judges no rise.
+cut once it is; a hold that reaches that bound still suspected is cut at the best split
+(never a level filled with the rise), unless blocks of as many units as the part before
+it vary enough to explain the split (clustering that spans units: a conversation's turns
+minutes apart), and a suspicion that fades leaves the first `min_samples` verdicts, the
+level it would have been. What comes later in the rule's first `SPAN_S` is judged
+against the level, never learned into it. Its error counts them with the design effect
+their units show (the spread of each unit's defects about the level's rate against what
+independent verdicts give), raised by that estimate's own error and never below
+`DESIGN_PRIOR`: on clustered verdicts a binomial error is several times too small, and a
+flat level read low pages a healthy stream. A level cut at a change counts the design
+effect the cut measured on every unit, each part about its own mean, with its error (at
+least 1: dozens of units bound it, where four alone bound it so loosely that a level of
+them judges no rise), or the estimate that blocks of the level's size show, the larger.
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ MIN_UNITS = 4
 # what it is for; later, a level read low by chance would page a healthy stream in the
 # hours its history still needs (a night's few verdicts).
 SPAN_S = 3600.0
-# The design effect assumed before the units measured one, and its floor after.
+# The design effect assumed before the units measured one, and its floor after (for a
+# level cut at a change, the floor of the split's test).
 DESIGN_PRIOR = KAPPA_PRIOR
 # Standard errors of the measured design effect added to it (its relative error over `k`
 # units is about sqrt(2 / (k - 1))).
@@ -74,6 +79,8 @@ class FirstLevel:
     held: bool = False
     # The design effect measured at the cut (every unit, each part about its own mean).
     cut_design: float | None = None
+    # The best split while a change is suspected (its first unit, the design effect there).
+    _suspected: tuple[int, float] | None = None
 
     @property
     def count(self) -> float:
@@ -116,6 +123,11 @@ class FirstLevel:
             return True
         if not was_held or self.held or self.count < self.min_samples:
             return False
+        if self._suspected is not None and self._still_suspected(self._suspected[0]):
+            # Still suspected at `HOLD_FACTOR`: the level is what came before the rise,
+            # never one filled with it.
+            self._cut(*self._suspected)
+            return True
         kept: dict[int, list[float]] = {}
         room = self.min_samples
         for index in sorted(self.units):
@@ -138,9 +150,11 @@ class FirstLevel:
         in no longer. A split above `SUSPECT_Z` holds the level open (`held`) until it holds
         `HOLD_FACTOR` x `min_samples` verdicts."""
         self.held = False
+        self._suspected = None
         if len(self.units) <= MIN_UNITS or self.start is None or now - self.start >= SPAN_S:
             return False
         best = -math.inf
+        suspected: tuple[int, float] | None = None
         order = sorted(self.units)
         # Running sums of the units before each split: verdicts, defects, squares, and for
         # their spread, defects squared, defects x verdicts, verdicts squared.
@@ -166,19 +180,67 @@ class FirstLevel:
             spread += _relative(
                 dd_a - 2 * mean_a * dm_a + mean_a * mean_a * mm_a, q_a / n_a - mean_a**2
             )
-            design = _design(len(order), n_b + n_a, spread, 1.0, fitted=2)
+            measured = _design(len(order), n_b + n_a, spread, 1.0, fitted=2, floor=1.0)
+            design = max(DESIGN_PRIOR, measured)
             se2 = design * variance * (1 / n_b + 1 / n_a)
             if se2 <= 0:
                 continue
             z = (mean_a - mean_b) / math.sqrt(se2)
             if z >= CHANGE_Z:
-                self.units = {i: self.units[i] for i in order[:split]}
-                self.frozen = True
-                self.cut_design = design
+                self._cut(order[split], measured)
                 return True
-            best = max(best, z)
+            if z > best:
+                best, suspected = z, (order[split], measured)
         self.held = best >= SUSPECT_Z and total[0] < HOLD_FACTOR * self.min_samples
+        self._suspected = suspected if best >= SUSPECT_Z else None
         return False
+
+    def _cut(self, split: int, design: float) -> None:
+        """The level is the units before unit `split`; its error counts `design` (what the
+        units showed) or what blocks of as many units as the level show (the estimate
+        alone: few blocks bound it loosely), the larger."""
+        blocks = self._blocks(split)
+        self.units = {i: sums for i, sums in self.units.items() if i < split}
+        self.frozen = True
+        self.cut_design = max(design, blocks[0])
+
+    def _still_suspected(self, split: int) -> bool:
+        """Whether the units since unit `split` still read `SUSPECT_Z` standard errors above
+        those before it at the design effect blocks of as many units as the part before
+        show (with its error), where that exceeds the prior the scan used."""
+        (n_b, d_b), (n_a, d_a), variance, design = self._blocks(split)[1:]
+        se2 = max(DESIGN_PRIOR, design) * variance * (1 / n_b + 1 / n_a)
+        return se2 > 0 and (d_a / n_a - d_b / n_b) / math.sqrt(se2) >= SUSPECT_Z
+
+    def _blocks(
+        self, split: int
+    ) -> tuple[float, tuple[float, float], tuple[float, float], float, float]:
+        """The design effect of blocks of as many units as there are before unit `split`
+        (each part about its own mean): its estimate alone, the parts' verdicts and defects,
+        all the units' variance, and the estimate with its error. Clustering that spans
+        units (a conversation's turns minutes apart) shows in blocks the size of the level,
+        not in its units."""
+        order = sorted(self.units)
+        size = sum(1 for i in order if i < split)
+        parts = ([self.units[i] for i in order[:size]], [self.units[i] for i in order[size:]])
+        sums, spread, blocks = [], 0.0, 0
+        for part in parts:
+            n, d, q = (sum(u[k] for u in part) for k in range(3))
+            mean = d / n
+            for first in range(0, len(part), size):
+                block = part[first : first + size]
+                m, b = sum(u[0] for u in block), sum(u[1] for u in block)
+                spread += _relative((b - m * mean) ** 2, q / n - mean * mean)
+                blocks += 1
+            sums.append((n, d, q))
+        (n_b, d_b, q_b), (n_a, d_a, q_a) = sums
+        total = n_b + n_a
+        pooled = (d_b + d_a) / total
+        variance = max((q_b + q_a) / total - pooled * pooled, 0.0)
+        free = blocks - 2
+        estimate = spread / total * blocks / free if free >= 1 else DESIGN_PRIOR
+        raised = _design(blocks, total, spread, 1.0, fitted=2, floor=1.0)
+        return max(1.0, estimate), (n_b, d_b), (n_a, d_a), variance, raised
 
     def design(self, mean: float, variance: float) -> float:
         """The design effect of the level's verdicts: the units' spread about `mean` over
@@ -212,7 +274,7 @@ class FirstLevel:
     def restore(self, raw: Any) -> None:
         """A saved level; None (a state file from before it was kept) starts none."""
         self.start, self.units, self.frozen, self.full, self.held = None, {}, False, False, False
-        self.cut_design = None
+        self.cut_design, self._suspected = None, None
         if raw is None:
             return
         if not isinstance(raw, dict) or not isinstance(raw.get("units"), list):
@@ -229,9 +291,7 @@ class FirstLevel:
         self.held = held
         cut_design = raw.get("cut_design")
         # A level cut before its design effect was kept counts its own units'.
-        self.cut_design = (
-            None if cut_design is None else max(saved_number(cut_design), DESIGN_PRIOR)
-        )
+        self.cut_design = None if cut_design is None else max(saved_number(cut_design), 1.0)
         for entry in raw["units"]:
             if not isinstance(entry, list) or len(entry) != 4:
                 raise TypeError("first verdicts: [unit, verdicts, sum, squares] expected")
@@ -246,7 +306,9 @@ def _relative(spread: float, variance: float) -> float:
     return spread / variance if variance > 0 else 0.0
 
 
-def _design(k: int, n: float, spread: float, variance: float, fitted: int = 1) -> float:
+def _design(
+    k: int, n: float, spread: float, variance: float, fitted: int = 1, floor: float = DESIGN_PRIOR
+) -> float:
     """The design effect of `n` verdicts in `k` units whose defects spread `spread` (summed
     squares) about the `fitted` means of their parts: over what independent verdicts of
     `variance` give, with its error, at least the prior."""
@@ -254,4 +316,4 @@ def _design(k: int, n: float, spread: float, variance: float, fitted: int = 1) -
     if free < 1 or variance <= 0 or n <= 0:
         return DESIGN_PRIOR
     measured = spread / (n * variance) * k / free
-    return max(DESIGN_PRIOR, measured * (1.0 + DESIGN_Z * math.sqrt(2.0 / free)))
+    return max(floor, measured * (1.0 + DESIGN_Z * math.sqrt(2.0 / free)))

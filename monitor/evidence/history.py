@@ -88,6 +88,9 @@ class Expectation:
     # Clustering nobody declared (`Profile.excess`): what a conversation's or a repeated
     # request's evidence is tempered by (verdicts of their own are, by `kappa`).
     excess: float = 1.0
+    # kappa's estimate alone (at most kappa; `Profile.kappa_estimate`): the least the
+    # sequential test's bettors temper by (`sequential.bets`). None: kappa itself.
+    kappa_estimate: float | None = None
 
     def reference(self) -> Moments:
         """The level as counts: its verdicts at the expected mean."""
@@ -221,6 +224,7 @@ class History(Buckets):
             design,
             profile.rho_bound,
             profile.excess,
+            profile.kappa_estimate,
         )
 
     def _flagged_rate(self, index: int) -> tuple[float, float] | None:
@@ -278,7 +282,9 @@ class History(Buckets):
         design effect is what the test tempers those without a conversation by, where the
         history has not measured more (its kappa is a prior yet)."""
         expected = self._expected(t, level, self._profile(), seasonal=False, mix=False)
-        return replace(expected, kappa=max(expected.kappa, level.error_units / level.samples))
+        kappa = max(expected.kappa, level.error_units / level.samples)
+        # The first level's design effect holds its own error: no bettor tempers by less.
+        return replace(expected, kappa=kappa, kappa_estimate=kappa)
 
     def last_week(self, t: float) -> Expectation | None:
         """What the same hours showed one week before `t`: the clean verdicts of the

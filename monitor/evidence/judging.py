@@ -66,7 +66,8 @@ class Judging:
     def saved(self) -> dict[str, Any]:
         out: dict[str, Any] = {"leaning_since": self.leaning_since, "last": self.advanced_at}
         if self.judged is not None:
-            out["judged"] = [self.judged_at, *astuple(self.judged)]
+            # kappa's estimate is left out: a level restored is judged at kappa.
+            out["judged"] = [self.judged_at, *astuple(self.judged)[:9]]
         if self.sequential is not None:
             out["sequential"] = self.sequential.snapshot()
         return out

@@ -63,6 +63,9 @@ class Profile:
     # (`dispersion.wander_error`): what the service's rate in an hour is off its
     # expectation by, however many verdicts show it.
     wander: float = 0.0
+    # kappa's estimate alone, before its allowance for its own error: what the bettors
+    # whose null point's guard band covers that allowance temper by (`sequential.bets`).
+    kappa_estimate: float = 1.0
 
     @property
     def days(self) -> tuple[int, ...]:

@@ -80,6 +80,7 @@ def measure_profile(
     )
     solo = {b.index: (b.solo_n, b.solo_d / b.solo_n) for b in buckets if b.solo_n > 0}
     kappa = solo_dispersion(solo, pooled_var, log_budget)
+    kappa_estimate = min(kappa, solo_dispersion(solo, pooled_var, log_budget, raised=False))
     # How much more the history's verdicts vary than independent ones: what the
     # season's offsets are as uncertain as.
     solo_n = sum(n for n, _ in solo.values())
@@ -106,7 +107,7 @@ def measure_profile(
     ]
     learned = learn(season, hours, origin, newest, pooled_var * design)
     wander = wander_error(clean, learned.day, learned.days, origin, pooled_var * design)
-    return Profile(learned, kappa, rho, rho_bound, excess, wander)
+    return Profile(learned, kappa, rho, rho_bound, excess, wander, kappa_estimate)
 
 
 def _variance(n: float, d: float, q: float, steps: int) -> float:

@@ -25,7 +25,10 @@ variance of `m` given what is predicted; at most `0.95 / p_j`, so that wealth st
 positive. For a verdict without a conversation `p_j = q_j`, `pa_j = a_j`, `W = V`, the
 variance of one verdict at the null point (`q_j (1 - q_j)` for verdicts, the measured
 variance for scores): the likelihood ratio of `a_j` against `q_j`; their factor's log is
-divided by the measured dispersion `kappa` (tempering). The `n` verdicts of a conversation
+divided by the measured dispersion `kappa` (tempering), less the part of kappa's allowance
+for its own error that the bettor's guard band (`min_increase / 2` between the expected
+mean and its null point) covers: `kappa / (1 + min_increase / (a_j - q_j))`, never below
+kappa's estimate alone (`_tempering`). The `n` verdicts of a conversation
 that already showed `N` verdicts with mean `x` are predicted as conversations with a
 correlation `rho` between their verdicts predict them (the credibility, or linear Bayes,
 predictor): `p_j = q_j + w (x - q_j)`, `w = N rho / (1 + (N - 1) rho)`, so
@@ -191,7 +194,8 @@ def bets(expected: Expectation, terms: Terms) -> Bets | None:
         nulls.append(null)
         alternatives.append(a)
         variances.append(v)
-        gains.append(tuple(math.log1p(stake * (x - null)) / expected.kappa for x in levels))
+        temper = _tempering(expected, min_increase, a - null)
+        gains.append(tuple(math.log1p(stake * (x - null)) / temper for x in levels))
     if not slots:
         return None
     return Bets(
@@ -205,6 +209,25 @@ def bets(expected: Expectation, terms: Terms) -> Bets | None:
         len(grid),
         expected.excess,
     )
+
+
+def _tempering(expected: Expectation, min_increase: float, above: float) -> float:
+    """What a bettor whose alternative is `above` its null point divides its log-factor on
+    a verdict without a conversation by: kappa, less the part its guard band covers.
+
+    The null point is at least `min_increase / 2` above the expected mean, and a bettor on
+    verdicts whose sums vary `K` times as independent ones do loses, tempered by `t`, at a
+    rate that keeps its wealth a supermartingale to the power `(t / K) (1 + r)`,
+    `r = min_increase / above` (to second order: its drift per verdict is `-lambda m / 2 -
+    lambda^2 V / 2` for a mean `m / 2` below its null point, the variance of its sum
+    `K lambda^2 V` per verdict). Tempering by `kappa / (1 + r)` keeps that power where
+    `kappa` alone put it on a mean at its null point, so the allowance for kappa's own
+    error costs the bettors near their null point (small rises) less than it costs those
+    far above it; never below kappa's estimate alone (nor 1): the second-order argument is
+    the allowance's, and a measured dispersion is tempered by in full."""
+    kappa = expected.kappa
+    floor = kappa if expected.kappa_estimate is None else min(kappa, expected.kappa_estimate)
+    return max(1.0, floor, kappa / (1 + min_increase / above))
 
 
 def log_add(a: float, b: float) -> float:

@@ -4,6 +4,7 @@ takes, the design effect its error counts them with, and its form in the state f
 from __future__ import annotations
 
 import json
+import math
 import random
 
 import pytest
@@ -125,23 +126,59 @@ def test_a_rise_not_yet_told_apart_at_min_samples_holds_the_level_open_until_it_
         assert level.frozen and cut is not None and cut.samples == 240, seed
 
 
-def test_a_level_held_open_at_a_change_it_never_tells_apart_fills_at_min_samples() -> None:
+def test_a_level_held_open_at_a_change_it_never_tells_apart_is_cut_where_it_began() -> None:
     """A x2 (0.10 to 0.20 at 2 a second, evenly) keeps the best split above `SUSPECT_Z` and
-    below `CHANGE_Z`: the level fills once it holds `HOLD_FACTOR` x `min_samples`, as the
-    first `min_samples` verdicts, what it would have been unheld."""
+    below `CHANGE_Z`: once the level holds `HOLD_FACTOR` x `min_samples` still suspected, it
+    is the units before the split, never a level filled with the rise (what comes after is
+    the sequential test's to judge against it)."""
     values = [float(i % 10 == 0) for i in range(240)] + [float(i % 5 == 0) for i in range(1400)]
     cap = int(HOLD_FACTOR * 500)
     level = FirstLevel(500)
     verdicts(level, values[: cap - 60], 0.0, 2.0)
     assert level.held and level.level(1000.0) is None
-    verdicts(level, values[cap - 60 :], (cap - 60) / 2.0, 2.0)
-    full = level.level(1000.0)
-    assert not level.frozen and full is not None and full.samples == 500
-    assert full.mean == pytest.approx(sum(values[:500]) / 500)
     again = FirstLevel(500)
-    verdicts(again, values[: cap - 60], 0.0, 2.0)
-    again.restore(json.loads(json.dumps(again.saved())))
+    again.restore(json.loads(json.dumps(level.saved())))
     assert again.held and again.level(1000.0) is None  # held across a restart
+    verdicts(level, values[cap - 60 :], (cap - 60) / 2.0, 2.0)
+    cut = level.level(1000.0)
+    assert level.frozen and cut is not None and cut.samples == 240
+    assert cut.mean == pytest.approx(0.10)
+    verdicts(again, values[cap - 60 :], (cap - 60) / 2.0, 2.0)
+    assert again.level(1000.0) == cut
+
+
+def _signed_units(signs: list[int], per_unit: int = 60) -> list[float]:
+    """Units of `per_unit` verdicts at 0.20, each one binomial standard deviation above or
+    below it (`signs`, +1 or -1), the level-to-be's four units 0.10."""
+    sd = math.sqrt(per_unit * 0.16)
+    out: list[float] = []
+    for i, sign in enumerate([0] * MIN_UNITS + signs):
+        defects = round(per_unit * 0.10) if i < MIN_UNITS else round(per_unit * 0.2 + sign * sd)
+        out += [1.0] * defects + [0.0] * (per_unit - defects)
+    return out
+
+
+def test_a_suspicion_that_blocks_of_the_level_s_size_explain_fills_at_min_samples() -> None:
+    """The same units after a low start, their deviations one binomial standard error each
+    (no clustering within a unit), in two orders: alternating within blocks of the level's
+    four units, the part after reads above the part before by more than `SUSPECT_Z` at the
+    blocks' design effect too, and the level is cut where it began; the same sign through
+    each block (clustering that spans units: a conversation's turns minutes apart), the
+    blocks vary four times as much as their units say, the rise is no longer told apart
+    from that, and the level fills with its first `min_samples` verdicts, as unheld."""
+    blocks = [1, -1, -1, 1, 1, -1, 1, -1]
+    spanning = [sign for sign in blocks for _ in range(MIN_UNITS)]
+    alternating = [sign * (-1) ** i for sign in blocks for i in range(MIN_UNITS)]
+    outcomes = []
+    for signs in (alternating, spanning):
+        values = _signed_units(signs)
+        assert len(values) >= HOLD_FACTOR * 500
+        level = FirstLevel(500)
+        verdicts(level, values, 0.0, 2.0)
+        full = level.level(1000.0)
+        assert full is not None
+        outcomes.append((level.frozen, full.samples))
+    assert outcomes == [(True, MIN_UNITS * 60), (False, 500)]
 
 
 def test_a_cut_level_counts_the_design_effect_of_every_unit_each_part_about_its_mean() -> None:

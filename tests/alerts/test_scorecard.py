@@ -67,6 +67,18 @@ def test_a_rise_not_yet_told_apart_when_the_first_level_would_fill_is_cut_out() 
     assert run["expected"] == pytest.approx(0.10, abs=0.03)
 
 
+def test_a_rise_still_suspected_when_the_hold_ends_is_cut_out_not_filled_in() -> None:
+    """The default rule at 1 verdict a second: in the fourth run the x3 from the 3rd minute
+    reads only a little above its two minutes before it when the level has held three
+    times `min_samples` (the split's test counts the prior design effect of 2); the level
+    is cut where the rise began all the same, counts the design effect its units showed,
+    and the rise pages against the healthy rate (where a level filled with the rise
+    paged nothing)."""
+    runs = recomputed("fresh: default rule at 1/s", 4)
+    assert math.isfinite(runs[3]["minutes"])
+    assert runs[3]["expected"] == pytest.approx(0.10, abs=0.03)
+
+
 def test_a_rule_whose_window_holds_fewer_than_min_samples_pages_on_its_evidence() -> None:
     """The compressed rule (a 30 s window, `min_samples` 100) at 2 verdicts a second: its
     window never holds 100 verdicts, and the sequential test's evidence, which reaches past
@@ -94,6 +106,18 @@ def test_a_doubling_of_independent_verdicts_pages_near_the_information_limit() -
     assert run["early"] == 0.0
     assert math.isfinite(run["ratio"])
     assert run["ratio"] <= 2.0
+
+
+def test_a_doubling_from_four_days_of_history_pages_near_the_limit() -> None:
+    """0.10 doubling at 10 a second after four days of history, the run's own: kappa's
+    allowance for its own error is most of a young history's kappa, and the bettors of a
+    rise near their null point pay little of it (their guard band covers it), so the page
+    comes within 1.5 times the limit (the second run paged at 1.56 times where every bettor
+    divided by kappa), none before the rise."""
+    for run in recomputed("young: 4 days, x2 at 10/s", 2):
+        assert run["early"] == 0.0
+        assert run["ratio"] <= 1.5
+        assert run["expected"] == pytest.approx(0.10, abs=0.01)
 
 
 def test_a_switch_after_a_day_of_shadow_keeps_the_translated_level() -> None:
