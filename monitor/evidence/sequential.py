@@ -194,7 +194,7 @@ def bets(expected: Expectation, terms: Terms) -> Bets | None:
         nulls.append(null)
         alternatives.append(a)
         variances.append(v)
-        temper = _tempering(expected, min_increase, a - null)
+        temper = _tempering(expected, rise, a - null)
         gains.append(tuple(math.log1p(stake * (x - null)) / temper for x in levels))
     if not slots:
         return None
@@ -211,14 +211,14 @@ def bets(expected: Expectation, terms: Terms) -> Bets | None:
     )
 
 
-def _tempering(expected: Expectation, min_increase: float, above: float) -> float:
+def _tempering(expected: Expectation, rise: float, above: float) -> float:
     """What a bettor whose alternative is `above` its null point divides its log-factor on
     a verdict without a conversation by: kappa, less the part its guard band covers.
 
-    The null point is at least `min_increase / 2` above the expected mean, and a bettor on
+    The null point is at least `rise / 2` above the expected mean (`Terms.margin`), and a bettor on
     verdicts whose sums vary `K` times as independent ones do loses, tempered by `t`, at a
     rate that keeps its wealth a supermartingale to the power `(t / K) (1 + r)`,
-    `r = min_increase / above` (to second order: its drift per verdict is `-lambda m / 2 -
+    `r = rise / above` (to second order: its drift per verdict is `-lambda m / 2 -
     lambda^2 V / 2` for a mean `m / 2` below its null point, the variance of its sum
     `K lambda^2 V` per verdict). Tempering by `kappa / (1 + r)` keeps that power where
     `kappa` alone put it on a mean at its null point, so the allowance for kappa's own
@@ -227,7 +227,7 @@ def _tempering(expected: Expectation, min_increase: float, above: float) -> floa
     the allowance's, and a measured dispersion is tempered by in full."""
     kappa = expected.kappa
     floor = kappa if expected.kappa_estimate is None else min(kappa, expected.kappa_estimate)
-    return max(1.0, floor, kappa / (1 + min_increase / above))
+    return max(1.0, floor, kappa / (1 + rise / above))
 
 
 def log_add(a: float, b: float) -> float:

@@ -12,9 +12,11 @@ import pytest
 
 from monitor.evidence.history import Expectation
 from monitor.evidence.sequential import Bets, bets
+from monitor.evidence.terms import Terms
 
 BUDGET_S = 90 * 86400.0
 MIN_INCREASE = 0.03
+TERMS = Terms(60.0, BUDGET_S, min_increase=MIN_INCREASE)
 
 
 def young(kappa: float, estimate: float | None) -> Expectation:
@@ -34,7 +36,7 @@ def tempering(b: Bets) -> list[float]:
 
 def test_bettors_near_their_null_point_pay_less_of_kappa_s_allowance() -> None:
     kappa, estimate = 1.5, 1.05
-    b = bets(young(kappa, estimate), MIN_INCREASE, 1, BUDGET_S)
+    b = bets(young(kappa, estimate), TERMS)
     assert b is not None and len(b.slots) >= 4
     tempers = tempering(b)
     for temper, null, a in zip(tempers, b.nulls, b.alternatives, strict=True):
@@ -51,10 +53,10 @@ def test_a_measured_dispersion_is_tempered_by_in_full() -> None:
     alone is most of kappa (a long history's, a clustered stream's) every bettor divides by
     at least it; without an estimate (a first level: its design effect holds its own
     error) every bettor divides by kappa."""
-    clustered = bets(young(3.2, 3.0), MIN_INCREASE, 1, BUDGET_S)
+    clustered = bets(young(3.2, 3.0), TERMS)
     assert clustered is not None
     assert all(3.0 <= t <= 3.2 for t in tempering(clustered))
-    first = bets(young(2.0, None), MIN_INCREASE, 1, BUDGET_S)
+    first = bets(young(2.0, None), TERMS)
     assert first is not None
     assert tempering(first) == pytest.approx([2.0] * len(first.slots))
 
@@ -62,6 +64,6 @@ def test_a_measured_dispersion_is_tempered_by_in_full() -> None:
 def test_independent_verdicts_are_never_amplified() -> None:
     """kappa at 1 (independent verdicts, measured so): no bettor divides by less than 1,
     however wide its guard band."""
-    b = bets(young(1.0, 1.0), MIN_INCREASE, 1, BUDGET_S)
+    b = bets(young(1.0, 1.0), TERMS)
     assert b is not None
     assert tempering(b) == pytest.approx([1.0] * len(b.slots))
