@@ -257,15 +257,10 @@ class Held:
 
 @dataclass(frozen=True, slots=True)
 class Evaluated:
-    """One record's results as sinks get them: `previous`, by evaluator, the verdicts of
-    evaluators' previous revisions on the record (`evaluators[].previous`, each beside its
-    evaluator's in `results`; mostly none), for the sinks that use them (the alert engine
-    measures the new revision's offset on the same records; the results file keeps them
-    for `backtest`); the others read `record` and `results` only."""
+    """One record's results as sinks get them; most read `record` and `results` only."""
 
     record: RagRecord
     results: Results
-    previous: Results = field(default_factory=dict)
     # By evaluator, its next revision's verdict scored in shadow (`evaluators[].next`): only
     # the alert engine reads it (their offset before the switch); never the service's.
     shadow: Results = field(default_factory=dict)

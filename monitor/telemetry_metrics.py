@@ -180,11 +180,6 @@ _ROWS = (
         "An app's own verdicts (evaluation results, guardrail verdicts) in its traces not taken, by reason (own, unreadable, no_record, service_not_allowed, evaluator_not_allowed, too_many_evaluators, too_many_labels, too_long).",
     ),
     counter(
-        "previous_revision_evaluations",
-        "evaluator revision outcome",
-        "Verdicts of evaluators' previous revisions (evaluators[].previous, now removed: it stays 0) on records their evaluator also judged, by outcome: for the alert rules' changeover only, in no other metric.",
-    ),
-    counter(
         "shadow_revision_evaluations",
         "evaluator revision outcome",
         "Verdicts of evaluators' next revisions scoring in shadow (evaluators[].next) on records their evaluator also judged, by revision and outcome: for the alert rules' offset before the switch, never counted as the service's.",

@@ -40,10 +40,10 @@ class Row:
     passes: float = 0.0
     fails: float = 0.0
     score: float | None = None
-    # A verdict row's previous revision's verdict on the same record
-    # (`evaluators[].previous`): its revision, and whether it failed.
+    # A verdict row's old revision's verdict on the same record (its `previous`): its
+    # revision, and whether it failed.
     previous: tuple[str | None, bool] | None = None
-    # A results line's previous revisions' verdicts on the record, by evaluator (its
+    # A results line's old revisions' verdicts on the record, by evaluator (its
     # `previous`), each paired with the evaluator's own in `results`.
     paired: dict[str, EvalResult] | None = None
 

@@ -1,5 +1,6 @@
-"""How the alert engine counts verdicts: a record's own, its other revisions' (previous,
-paired with its own; next, in shadow) and the fleet's, into the entry of each (rule, service,
+"""How the alert engine counts verdicts: a record's own, its next revisions' (in shadow),
+an old revision's paired with its own (`backtest` replaying a results line's `previous`) and
+the fleet's, into the entry of each (rule, service,
 cohort) that counts them (`Counting`, a part the `AlertEngine` owns and hands them to)."""
 
 from __future__ import annotations
@@ -52,29 +53,25 @@ class Counting:
         self._wake_up = wake_up
 
     def emit(self, batch: Sequence[Evaluated]) -> None:
-        """Each record's own verdicts, then its previous revisions' paired with them
-        (`backtest` replays a results line the same way)."""
+        """Each record's own verdicts, then its next revisions' in shadow."""
         if not self._rules:
             return
         for evaluated in batch:
             record, now = evaluated.record, self._clock()
             origin = Origin.of(record)
             self.count_results(origin, evaluated.results, now, Where.of(record))
-            if evaluated.previous or evaluated.shadow:
+            if evaluated.shadow:
                 self._count_revisions(evaluated, origin, now)
 
     def _count_revisions(self, evaluated: Evaluated, origin: Origin, now: float) -> None:
-        """Its previous revisions' verdicts paired with its own, its next revisions' in
-        shadow. The own verdicts are counted: a failure past here must not reach the stage,
-        whose retry of the whole call would count them twice."""
+        """Its next revisions' verdicts in shadow. The own verdicts are counted: a failure
+        past here must not reach the stage, whose retry of the whole call would count them
+        twice."""
         try:
-            if evaluated.previous:
-                self.count_results(origin, evaluated.previous, now, paired=evaluated.results)
-            if evaluated.shadow:
-                self.count_shadow(origin, evaluated.shadow, now, evaluated.results)
+            self.count_shadow(origin, evaluated.shadow, now, evaluated.results)
         except Exception:
             log.exception(
-                "alerts: other revisions' verdicts (previous, next in shadow) on record %s "
+                "alerts: next revisions' verdicts in shadow on record %s "
                 "(service %s) were not paired with its own, which are counted",
                 evaluated.record.request_id,
                 evaluated.record.service,
@@ -108,8 +105,8 @@ class Counting:
         where: Where | None = None,
         paired: Results | None = None,
     ) -> None:
-        """The verdicts of one record's `results` (with `paired`, its own: they are its
-        previous revisions'), for every rule that counts them; `where`: for the attribution."""
+        """The verdicts of one record's `results` (with `paired`, its own: they are an old
+        revision's, a results line's `previous` that `backtest` replays), for every rule that counts them; `where`: for the attribution."""
         retrieval = retrieval_verdict(results) if where is not None else None
         for i, rule in enumerate(self._rules):
             if i in self._fleet_rules:

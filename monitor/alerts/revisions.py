@@ -7,8 +7,8 @@ entries make the new state from what of the old still holds, and the engine reso
 page the old one held). A revision an entry replaced is judged by no rule while the
 entry's own still reports (`ELSEWHERE`: its verdicts go to the kind's `Replacing` hook,
 which measures the new revision's offset); only alone for a window, a rollback, does it
-replace it again. A previous revision's verdicts paired with the entry's own on the same
-records (`evaluators[].previous`) go to the same hook (`pair`).
+replace it again. An old revision's verdicts paired with the entry's own on the same
+records (a results line's `previous`, replayed by `backtest`) go to the same hook (`pair`).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class Revisions:
         own: Sequence[float],
         now: float,
     ) -> None:
-        """A previous revision's verdicts, with `own` the entry's own on the same records
+        """An old revision's verdicts, with `own` the entry's own on the same records
         ([]: its own revision gave none)."""
         replacing = self._replacing[key[0]]
         if entry is not None and own and replacing is not None:

@@ -34,7 +34,7 @@ receiver's `protocols: {grpc: ..., http: ...}`, Go durations (`1h30m`, `500ms`) 
 from monitor.config._env import ENV_PREFIX
 from monitor.config._evaluators import (
     DEFAULT_LOCAL_EVALUATORS,
-    PREVIOUS_SHARE,
+    SHADOW_SHARE,
     TLM_PRESETS,
     EvaluatorConfig,
     Judge,
@@ -160,7 +160,7 @@ __all__ = [
     "MASK",
     "MAX_ALIAS_EXPANSION",
     "MAX_DEPTH",
-    "PREVIOUS_SHARE",
+    "SHADOW_SHARE",
     "RULE_KEYS",
     "RULE_KINDS",
     "SECRET",

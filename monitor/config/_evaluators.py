@@ -169,12 +169,12 @@ class TrustworthinessTlm(Section):
 
 
 # The share of an evaluator's verdicts its next revision scores in shadow by default.
-PREVIOUS_SHARE = 0.2
+SHADOW_SHARE = 0.2
 
 
 class RevisionKeys(Section):
-    """The keys of an `evaluators[]` entry that decide its verdicts and that its previous
-    revision (`previous`) may hold older values of."""
+    """The keys of an `evaluators[]` entry that decide its verdicts and that its next
+    revision (`next`) may hold new values of."""
 
     # On the evaluator's native scale; the evaluator registry checks the range.
     threshold: float | None = None
@@ -202,7 +202,7 @@ class _Changeover(Section):
     """The keys `next` opens with: when its shadow ends, and its share."""
 
     until: Annotated[datetime, BeforeValidator(lambda v: _time(v))]
-    share: Annotated[float, Field(gt=0, le=1)] = PREVIOUS_SHARE
+    share: Annotated[float, Field(gt=0, le=1)] = SHADOW_SHARE
 
 
 class NextRevision(RevisionKeys, _Changeover):

@@ -25,8 +25,8 @@ class Overlap:
     the weighted differences; `pooled`: (verdicts, sum, squares) of both sides over all
     buckets, the variance per verdict; `counts`: each side's verdicts; `old_seen`: when
     the old revision's last came. `paired`: (verdicts, sum, squares) of the differences
-    new - old on the same records, where both revisions scored them (dual scoring,
-    `evaluators[].previous`): the two verdicts on a record mostly agree, so their
+    new - old on the same records, where both revisions scored them (a results line's `previous`,
+    replayed by `backtest`): the two verdicts on a record mostly agree, so their
     difference varies far less than two independent verdicts."""
 
     bucket: int = -1

@@ -29,7 +29,7 @@ import errno
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,11 +61,9 @@ def results_line(
     text: bool = False,
     redact: Redact | None = None,
     now: float | None = None,
-    previous: Mapping[str, EvalResult] | None = None,
 ) -> dict[str, Any]:
     """One results line; with `text`, also what was extracted (redacted) under
-    "extracted"; with `previous` (evaluators' previous revisions' verdicts on the record,
-    `evaluators[].previous`), those under "previous". `time` is the request's (its
+    "extracted". `time` is the request's (its
     trace's start) or, for a record without one, `now` (the time it was evaluated): what
     `rag-monitor backtest` replays on."""
     line = {
@@ -93,10 +91,6 @@ def results_line(
     if not_evaluated:
         # Written unevaluated (the shutdown deadline passed first): its results are errors.
         line["not_evaluated"] = not_evaluated
-    if previous:
-        # Apart from `results`, so that a reader of the current verdicts never counts an
-        # old revision's among them; `backtest` pairs each with its evaluator's result.
-        line["previous"] = {name: result.as_json() for name, result in previous.items()}
     if text:
         line["extracted"] = extracted_text(record, redact)
     return line
@@ -181,8 +175,7 @@ class ResultsFileSink:
         await self._queue.start()
 
     def emit(self, batch: Sequence[Evaluated]) -> list[asyncio.Future[bool]]:
-        """Each record's line, with the previous revisions' verdicts on it under
-        "previous"; a future per line, True once it is written. Every line is built
+        """Each record's line; a future per line, True once it is written. Every line is built
         before any is queued: a record it fails on leaves the batch unwritten, and the
         stage's retry, record by record, writes none twice."""
         loop, now = asyncio.get_running_loop(), time.time()
@@ -194,7 +187,6 @@ class ResultsFileSink:
                     text=self._include_text,
                     redact=self._redact,
                     now=now,
-                    previous=self._shown(evaluated.previous),
                 )
             ).encode()
             + b"\n"

@@ -1,7 +1,7 @@
-"""An evaluator changeover measured on records both revisions scored
-(`evaluators[].previous`, `Overlap.paired`): the previous revision's verdicts on a share of
-the records come to the alert engine with the new revision's on the same records
-(`AlertEngine.emit` with `Evaluated.previous`); the offset is the mean of their differences, which varies far
+"""An evaluator changeover measured on records both revisions scored (`Overlap.paired`,
+what `backtest` replays from results lines that carry `previous`): the old revision's
+verdicts on a share of the records come to the alert engine with the new revision's on the
+same records (`AlertEngine.count_results` with `paired`); the offset is the mean of their differences, which varies far
 less than two independent verdicts, so the history translates within hours and a rise soon
 after the change pages. Verdicts one record at a time on an injected clock, judged every
 15 s."""

@@ -1,13 +1,12 @@
-"""The previous revision's verdicts in results lines (`evaluators[].previous`): written apart
-from the record's own results, under `previous`, only on the lines that have them; read back
-by `backtest`, which pairs them with the record's own as the live engine does
-(`AlertEngine.emit` with `Evaluated.previous`); lines without them read as before, and a `previous` that
-cannot be a previous revision's verdict on the record is refused naming why."""
+"""An old revision's verdicts in results lines, under `previous`, apart from the record's
+own results (docs/contract.md, "Results file"): `backtest` reads them and pairs them with
+the record's own (`AlertEngine.count_results` with `paired`); lines without them read as
+before, and a `previous` that cannot be an old revision's verdict on the record is refused
+naming why."""
 
 from __future__ import annotations
 
 import random
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -16,12 +15,10 @@ import pytest
 from monitor.alerts.backtest import Backtest
 from monitor.alerts.backtest_rows import Row
 from monitor.alerts.kinds.regression_state import RegressionState
-from monitor.component import Evaluated
 from monitor.config import Config
-from monitor.exporters.results_file import ResultsFileSink, results_line
+from monitor.exporters.results_file import results_line
 from monitor.records import RagRecord
 from monitor.results import EvalResult
-from monitor.telemetry import create_telemetry
 
 EVALUATOR = "local_groundedness"
 START = 1_767_225_600.0
@@ -40,34 +37,6 @@ def _result(passed: bool, revision: str, explanation: str | None = None) -> Eval
 
 def _record(n: int, t: float) -> RagRecord:
     return RagRecord(request_id=f"r{n}", trace_id=f"{n + 1:032x}", service="shop", timestamp=t)
-
-
-def test_a_line_keeps_the_previous_verdicts_apart_and_only_when_there_are_some() -> None:
-    record = _record(1, START)
-    own = {EVALUATOR: _result(True, "new")}
-    assert "previous" not in results_line(record, own)
-    line = results_line(record, own, previous={EVALUATOR: _result(False, "old")})
-    assert line["results"] == {EVALUATOR: own[EVALUATOR].as_json()}
-    assert line["previous"] == {EVALUATOR: _result(False, "old").as_json()}
-    assert line["previous"][EVALUATOR]["revision"] == "old"
-
-
-async def test_the_results_file_writes_them_without_their_explanations(tmp_path: Path) -> None:
-    """As the record's own: an explanation carries the record's text."""
-    path = tmp_path / "results.jsonl"
-    sink = ResultsFileSink(path, create_telemetry())
-    await sink.start()
-    own = {EVALUATOR: _result(True, "new", "all supported")}
-    previous = {EVALUATOR: _result(False, "old", "unsupported: the year")}
-    assert await sink.emit([Evaluated(_record(1, START), own, previous)])[0]
-    assert await sink.emit([Evaluated(_record(2, START), own)])[0]
-    await sink.shutdown(5)
-    first, second = (orjson.loads(line) for line in path.read_bytes().splitlines())
-    assert first["previous"][EVALUATOR]["passed"] is False
-    assert first["previous"][EVALUATOR]["revision"] == "old"
-    assert first["previous"][EVALUATOR]["explanation"] is None
-    assert first["results"][EVALUATOR]["explanation"] is None
-    assert "previous" not in second
 
 
 def _line(**fields: Any) -> dict[str, Any]:
@@ -117,8 +86,9 @@ def _changeover(previous: bool) -> tuple[Backtest, int]:
         if n < 3600:
             line = results_line(_record(n, t), {EVALUATOR: _result(u >= 0.2, "old")})
         else:
-            old = {EVALUATOR: _result(u >= 0.2, "old")} if previous and n % 2 else None
-            line = results_line(_record(n, t), {EVALUATOR: _result(u >= 0.3, "new")}, previous=old)
+            line = results_line(_record(n, t), {EVALUATOR: _result(u >= 0.3, "new")})
+            if previous and n % 2:
+                line["previous"] = {EVALUATOR: _result(u >= 0.2, "old").as_json()}
         rows.append((f"line {n}", orjson.loads(orjson.dumps(line))))
     backtest = Backtest(config)
     list(backtest.run(rows))

@@ -1,5 +1,5 @@
 """Without worker processes (`pipeline.processes: 0`), a batch's task scores every job with
-the evaluators' current revisions before any previous revision (`evaluators[].previous`):
+the evaluators' current revisions before any other revision (`_other_revision.py`):
 a thread hop past its deadline keeps what it scored, so the deadline costs the previous
 revisions' verdicts (a bounded extra) before the evaluators' own; those it had not given
 come back as error results (counted and logged where the stage takes them)."""

@@ -1,4 +1,5 @@
-"""A CPU scorer's previous revision (`evaluators[].previous`) is scored in the batch's task
+"""A CPU scorer's other revision (`_other_revision.py`: its next one in shadow, or the
+previous release's after an upgrade) is scored in the batch's task
 beside its current one: the job names it (`Job.previous`), its results come back apart
 (`Outcome.previous`), under the evaluator's own name, and cross from a worker process with
 which revision gave each result beside it, never by a name of their own."""

@@ -6,6 +6,7 @@ own labelled by revision, never in the evaluator's results, metrics or alerts.""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -27,17 +28,32 @@ from monitor.evaluators.registry import evaluator_problems
 from monitor.evaluators.revision import revision
 from monitor.exporters.prometheus import MetricsSink
 from monitor.processors.budget import BudgetGate
-from monitor.processors.evaluation import EvaluationStage, PreviousScorer, other_revisions
+from monitor.processors.evaluation import EvaluationStage, OtherRevision, other_revisions
 from monitor.receivers.replay_summary import SummarySink
 from monitor.telemetry import Telemetry, create_telemetry
 from tests.evaluation.test_evaluation_stage import CpuScorerStub, ScriptedEvaluator, _rec
-from tests.evaluation.test_previous_revision import (
-    NOW,
-    Clock,
-    FailingScorer,
-    Pairs,
-    _problems,
-)
+from monitor.records import RagRecord
+from monitor.results import EvalResult
+from tests.config.test_check_config import _problems as problems_of
+
+NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
+
+
+def _problems(tmp_path: Path, evaluators: str) -> list[str]:
+    return problems_of(tmp_path, f"judge: {{model: openai/gpt-4o-mini}}\nevaluators:\n{evaluators}")
+
+
+class FailingScorer(CpuScorerStub):
+    def score(self, record: RagRecord) -> EvalResult:
+        return EvalResult(name=self.name, score=0.0, normalized=0.0, passed=False)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = NOW - 60.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 def test_a_next_revision_is_checked_as_an_entry_in_the_users_words(tmp_path: Path) -> None:
@@ -115,13 +131,46 @@ def _shadow_count(telemetry: Telemetry, outcome: str) -> float:
     return value or 0.0
 
 
+async def test_a_next_cpu_scorer_the_local_limit_refuses_is_counted_and_said(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A CPU scorer's next revision is admitted to the local limit as a boost's evaluation
+    is: while the limit keeps its room for the base sample, it scores fewer records than
+    its share, and each one it does not score is counted
+    (`shadow_revision_evaluations_total{outcome="budget"}`) and said in the log."""
+    name = "local_groundedness"
+    telemetry, clock = create_telemetry(), Clock()
+    current, nxt = CpuScorerStub(name), FailingScorer(name)
+    summary = SummarySink()
+    # On the injected clock the gate is young: the base sample's first evaluation, taken
+    # over a whole window, leaves no room for anything beyond it under 20 a minute.
+    budget = BudgetGate(Budget(max_local_evaluations_per_minute=20), clock)
+    stage = EvaluationStage(
+        [(current, EvaluatorConfig(name=name))],
+        budget,
+        [MetricsSink(telemetry), summary],
+        telemetry,
+        revisions={name: "current"},
+        previous={name: OtherRevision(nxt, "next", 1.0, NOW)},
+        clock=clock,
+    )
+    await stage.start()
+    with caplog.at_level(logging.WARNING):
+        await _score(stage, 0, 20)
+    await stage.shutdown(5)
+    assert summary.totals[name].passed == 20  # the base sample kept its room
+    assert nxt.threads == []
+    assert _shadow_count(telemetry, "budget") == 20
+    assert _shadow_count(telemetry, "fail") == 0
+    assert f"the next revision next of evaluator {name} scores less than its share" in caplog.text
+
+
 @pytest.mark.parametrize("kind", ["judge", "cpu"])
 async def test_shadow_verdicts_reach_the_alert_engine_only_and_stop_at_until(kind: str) -> None:
     """Half the records are scored by the next revision too; the alert engine's regression
     rule measures the pairs (all differ: the next revision fails what the current passes)
-    and judges, counts and pages on the current revision's verdicts alone; the paired sink
-    of previous revisions gets nothing; the evaluator's metrics and results are the current
-    revision's. Past `until` the shadow scores nothing."""
+    and judges, counts and pages on the current revision's verdicts alone; the evaluator's
+    metrics and results are the current revision's. Past `until` the shadow scores nothing."""
     name = "local_groundedness"
     telemetry = create_telemetry()
     clock = Clock()
@@ -132,19 +181,19 @@ async def test_shadow_verdicts_reach_the_alert_engine_only_and_stop_at_until(kin
         current, nxt = CpuScorerStub(name), FailingScorer(name)
     rule = RegressionRule(name="shadowed", evaluator=name, baseline=AlertBaseline())
     engine = AlertEngine([rule], telemetry, clock=clock)
-    summary, pairs = SummarySink(), Pairs()
+    summary = SummarySink()
     stage = EvaluationStage(
         [(current, EvaluatorConfig(name=name))],  # type: ignore[list-item]
         BudgetGate(Budget(max_local_evaluations_per_minute=None)),
-        [MetricsSink(telemetry), summary, pairs, engine],
+        [MetricsSink(telemetry), summary, engine],
         telemetry,
         revisions={name: "current"},
-        previous={name: PreviousScorer(nxt, "next", 0.5, NOW, shadow=True)},  # type: ignore[arg-type]
+        previous={name: OtherRevision(nxt, "next", 0.5, NOW)},  # type: ignore[arg-type]
         clock=clock,
     )
     await stage.start()
     await _score(stage, 0, 200)
-    scorer = PreviousScorer(nxt, "next", 0.5, NOW, shadow=True)  # type: ignore[arg-type]
+    scorer = OtherRevision(nxt, "next", 0.5, NOW)  # type: ignore[arg-type]
     chosen = sum(scorer.chosen(_rec(i).sampling_key, clock.now) for i in range(200))
     assert 60 < chosen < 140
     state: RegressionState = next(iter(engine._entries.values())).state
@@ -157,7 +206,6 @@ async def test_shadow_verdicts_reach_the_alert_engine_only_and_stop_at_until(kin
     # asked again, counted up to its share), none of the shadow's failures.
     own = state.current.moments(clock.now)
     assert own.samples > 0 and own.defects == 0
-    assert pairs.got == []
     assert _shadow_count(telemetry, "fail") == chosen
     assert summary.totals[name].passed == 200 and summary.totals[name].failed == 0
     assert _evaluations(telemetry, name, "pass") == 200
@@ -184,7 +232,7 @@ def test_the_pipeline_scores_a_next_revision_in_shadow_until_its_time(tmp_path: 
     scorers, cpu = other_revisions(config, context, NOW - 1)
     (name, scorer), (entry,) = *scorers.items(), cpu
     switched = EvaluatorConfig(name="local_groundedness", threshold=0.6)
-    assert name == "local_groundedness" and scorer.shadow and scorer.share == 0.3
+    assert name == "local_groundedness" and scorer.upgrade is None and scorer.share == 0.3
     assert scorer.revision == revision(switched, config.judge)
     assert entry == config.evaluators[0].next.entry(config.evaluators[0])  # type: ignore[union-attr]
     assert other_revisions(config, context, NOW) == ({}, [])

@@ -23,22 +23,22 @@ from monitor.evaluators.registry import evaluator_problems
 from monitor.evaluators.revision import revision
 from monitor.exporters.prometheus import MetricsSink
 from monitor.processors.budget import BudgetGate
-from monitor.processors.evaluation import EvaluationStage, PreviousScorer, carried_upgrades
-from monitor.processors.evaluation._previous import Upgrade
+from monitor.processors.evaluation import EvaluationStage, OtherRevision, carried_upgrades
+from monitor.processors.evaluation._other_revision import Upgrade
 from monitor.processors.evaluation._upgrade import DAY_S, Upgrades
 from monitor.receivers.replay_summary import SummarySink
 from monitor.telemetry import Telemetry, create_telemetry
 from tests.evaluation.test_evaluation_stage import CpuScorerStub, _rec
-from tests.evaluation.test_previous_revision import NOW, Clock, FailingScorer
+from tests.evaluation.test_shadow_revision import NOW, Clock, FailingScorer
 
 NAME = "local_groundedness"
 
 
-def _upgrades(share: float = 0.5) -> tuple[Upgrades, PreviousScorer]:
+def _upgrades(share: float = 0.5) -> tuple[Upgrades, OtherRevision]:
     """This release's revision "new" passes every record; the previous one, "old", fails
     every record."""
     upgrade = Upgrade(NAME, "old", "new")
-    scorer = PreviousScorer(FailingScorer(NAME), "old", share, 0.0, shadow=True, upgrade=upgrade)
+    scorer = OtherRevision(FailingScorer(NAME), "old", share, 0.0, upgrade=upgrade)
     return Upgrades({NAME: scorer}, {}), scorer
 
 

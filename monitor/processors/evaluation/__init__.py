@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from monitor.processors.evaluation._task import PRELOAD, Settings, worker_initializer
 
 if TYPE_CHECKING:
-    from monitor.processors.evaluation._previous import PreviousScorer
+    from monitor.processors.evaluation._other_revision import OtherRevision
     from monitor.processors.evaluation._revisions import other_revisions
     from monitor.processors.evaluation._stage import EvaluationStage
     from monitor.processors.evaluation._upgrade import carried_upgrades
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PRELOAD",
     "EvaluationStage",
-    "PreviousScorer",
+    "OtherRevision",
     "Settings",
     "carried_upgrades",
     "other_revisions",
@@ -33,10 +33,10 @@ def __getattr__(name: str) -> object:
         from monitor.processors.evaluation._stage import EvaluationStage
 
         return EvaluationStage
-    if name == "PreviousScorer":
-        from monitor.processors.evaluation._previous import PreviousScorer
+    if name == "OtherRevision":
+        from monitor.processors.evaluation._other_revision import OtherRevision
 
-        return PreviousScorer
+        return OtherRevision
     if name == "other_revisions":
         from monitor.processors.evaluation._revisions import other_revisions
 

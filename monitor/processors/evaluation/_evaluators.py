@@ -9,8 +9,9 @@ is counted again as the boost's and logged, once an hour at most. The CPU scorer
 its extraction (`_task.py`); here their results are counted and taken. Network evaluators
 (LLM judges) run concurrently, each call under the evaluation deadline. Escalated
 evaluators run after the evaluator they escalate from, on the records whose score fell in
-their band; an escalated CPU scorer takes a task of its own. Then the previous revisions
-of evaluators that have one score their share of the records (`_previous.py`).
+their band; an escalated CPU scorer takes a task of its own. Then the next revisions of
+evaluators that have one score their share of the records in shadow
+(`_other_revision.py`).
 """
 
 from __future__ import annotations
@@ -24,12 +25,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
-from prometheus_client import Counter
-
 from monitor.config import EvaluatorConfig
 from monitor.evaluators.base import CpuScorer, Evaluator
 from monitor.processors.budget import BudgetGate
-from monitor.processors.evaluation._previous import PreviousScorer
+from monitor.processors.evaluation._other_revision import OtherRevision
 from monitor.processors.evaluation._runner import TaskRunner
 from monitor.processors.evaluation._task import Job, Scored, held_back
 from monitor.processors.sampler import Sampled
@@ -53,9 +52,8 @@ class InFlight:
     results: dict[str, EvalResult]
     # CPU scorers only a boost sampled that the local limit held back.
     refused: frozenset[str] = frozenset()
-    # The verdicts of evaluators' previous revisions on it, by evaluator (`_previous.py`).
-    previous: dict[str, EvalResult] = field(default_factory=dict)
-    # What the previous revisions of its CPU scorers gave in the batch's task.
+    # What the other revisions of its CPU scorers (`_other_revision.py`) gave in the
+    # batch's task.
     previous_scored: Scored = field(default_factory=dict)
     # The verdicts of evaluators' next revisions scoring in shadow, by evaluator.
     shadow: dict[str, EvalResult] = field(default_factory=dict)
@@ -91,11 +89,11 @@ class BatchEvaluator:
         evaluate_suspect: bool = False,
         revisions: Mapping[str, str] | None = None,
         judge_timeout_s: float | None = None,
-        previous: Mapping[str, PreviousScorer] | None = None,
+        previous: Mapping[str, OtherRevision] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """`previous`: evaluators' previous revisions by evaluator name; `clock`: the
-        time their `until` is compared with, in seconds since the epoch."""
+        """`previous`: evaluators' other revisions (`_other_revision.py`) by evaluator
+        name; `clock`: the time their `until` is compared with, in seconds since the epoch."""
         stages = [_Stage(ev, spec.escalate_from, spec.band) for ev, spec in evaluators]
         # Escalated evaluators run after the evaluator they escalate from.
         self._first = [s for s in stages if s.escalate_from is None]
@@ -125,12 +123,11 @@ class BatchEvaluator:
             telemetry.gauge("evaluator_revision_info").labels(name, revision).set(1)
         self._previous = dict(previous or {})
         self._clock = clock
-        self._previous_evaluations = telemetry.counter("previous_revision_evaluations")
         self._shadow_evaluations = telemetry.counter("shadow_revision_evaluations")
 
     def previous_scorers(self, scorers: Sequence[str], key: str) -> tuple[str, ...]:
-        """Those of CPU `scorers` whose previous revision scores the item of sampling key
-        `key` too (`PreviousScorer.chosen`), each admitted to the local limit as a boost's
+        """Those of CPU `scorers` whose other revision scores the item of sampling key
+        `key` too (`OtherRevision.chosen`), each admitted to the local limit as a boost's
         evaluation is."""
         now = self._clock()
         admitted = []
@@ -182,8 +179,8 @@ class BatchEvaluator:
             await self._run_previous(batch)
 
     async def _run_previous(self, batch: list[InFlight]) -> None:
-        """The previous revisions' verdicts on the records their evaluator judged: a CPU
-        scorer's from the batch's task, a judge's called now (`_previous.py`)."""
+        """The other revisions' verdicts on the records their evaluator judged: a CPU
+        scorer's from the batch's task, a judge's called now (`_other_revision.py`)."""
         now = self._clock()
         calls = []
         for item in batch:
@@ -206,7 +203,7 @@ class BatchEvaluator:
         if calls:
             await asyncio.gather(*calls)
 
-    def _upgraded(self, item: InFlight, previous: PreviousScorer, now: float) -> None:
+    def _upgraded(self, item: InFlight, previous: OtherRevision, now: float) -> None:
         """A monitor release that shadows itself (`_upgrade.py`): where the previous
         release's revision scored `item`, its verdict is the one of record and this
         release's, on the share, the shadow verdict; once its day is over, said once."""
@@ -240,47 +237,40 @@ class BatchEvaluator:
         if new.outcome != "error" and old.outcome != "error":
             item.shadow[name] = new
 
-    def _previous_refused(self, previous: PreviousScorer, *, local: bool) -> None:
-        """A previous revision's evaluation the budget refused (`local`: the local limit),
+    def _previous_refused(self, previous: OtherRevision, *, local: bool) -> None:
+        """A next revision's evaluation the budget refused (`local`: the local limit),
         the base sample keeping its room: counted and said, as a boost's would be."""
-        name, role = previous.evaluator.name, _role(previous)
-        self._t.child(self._evaluations(previous), name, previous.revision, "budget").inc()
+        name = previous.evaluator.name
+        self._t.child(self._shadow_evaluations, name, previous.revision, "budget").inc()
         self._boost_log.warning(
-            f"{role}/{name}",
-            "budget %s: the %s revision %s of evaluator %s scores less than its share "
+            f"next/{name}",
+            "budget %s: the next revision %s of evaluator %s scores less than its share "
             "while the budget keeps room for the base sample "
-            '(%s_revision_evaluations_total{outcome="budget"} counts what it missed)',
+            '(shadow_revision_evaluations_total{outcome="budget"} counts what it missed)',
             self._budget.reached(boost=True, local=local) or "(freed since)",
-            role,
             previous.revision,
             name,
-            "shadow" if previous.shadow else "previous",
         )
 
-    def _evaluations(self, previous: PreviousScorer) -> Counter:
-        """The counter of `previous`'s evaluations: a previous revision's, or a shadow's."""
-        return self._shadow_evaluations if previous.shadow else self._previous_evaluations
-
-    async def _one_previous(self, previous: PreviousScorer, item: InFlight) -> None:
+    async def _one_previous(self, previous: OtherRevision, item: InFlight) -> None:
         ((_, result),) = await self._one(previous.evaluator, item, timed=False)
         if result.input_tokens or result.output_tokens or result.cost:
             self._budget.spend(result.input_tokens + result.output_tokens, result.cost, boost=True)
         self._took_previous(item, previous, result)
 
-    def _took_previous(self, item: InFlight, previous: PreviousScorer, result: EvalResult) -> None:
-        """A previous revision's result on `item`, counted, and kept when a verdict."""
+    def _took_previous(self, item: InFlight, previous: OtherRevision, result: EvalResult) -> None:
+        """A next revision's result on `item`, counted, and kept when a verdict."""
         name = previous.evaluator.name
         result = dataclasses.replace(result, revision=previous.revision)
         labels = (name, previous.revision, result.outcome)
-        self._t.child(self._evaluations(previous), *labels).inc()
+        self._t.child(self._shadow_evaluations, *labels).inc()
         if result.outcome != "error":
-            (item.shadow if previous.shadow else item.previous)[name] = result
+            item.shadow[name] = result
             return
         self._warn.warning(
-            f"{_role(previous)}/{name}",
-            "the %s revision %s of evaluator %s failed on record %s (left out of the "
-            "alert rules' changeover): %s",
-            _role(previous),
+            f"next/{name}",
+            "the next revision %s of evaluator %s failed on record %s (left out of the "
+            "alert rules' shadow): %s",
             previous.revision,
             name,
             item.record.request_id,
@@ -532,8 +522,3 @@ class BatchEvaluator:
             name, "evaluator %s failed on record %s: %s", name, record.request_id, exc
         )
         return EvalResult.failed(name, f"{type(exc).__name__}: {exc}")
-
-
-def _role(other: PreviousScorer) -> str:
-    """How log lines name another revision of an evaluator: `previous` or `next`."""
-    return "next" if other.shadow else "previous"

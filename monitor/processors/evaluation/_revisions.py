@@ -1,5 +1,5 @@
 """Which next revisions of the configured evaluators score records in shadow beside them now
-(`evaluators[].next`) until their `until` (`_previous.py` says how they score; a monitor
+(`evaluators[].next`) until their `until` (`_other_revision.py` says how they score; a monitor
 upgrade's own shadow is `_upgrade.py`'s)."""
 
 from __future__ import annotations
@@ -11,18 +11,18 @@ from monitor.evaluators.base import CpuScorer
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
 from monitor.evaluators.revision import revision
-from monitor.processors.evaluation._previous import PreviousScorer
+from monitor.processors.evaluation._other_revision import OtherRevision
 
 log = logging.getLogger(__name__)
 
 
 def other_revisions(
     config: Config, context: BuildContext, now: float
-) -> tuple[dict[str, PreviousScorer], list[EvaluatorConfig]]:
+) -> tuple[dict[str, OtherRevision], list[EvaluatorConfig]]:
     """The other revisions of `config`'s evaluators still to be scored at `now`, by
     evaluator (one whose `until` has passed is said once and left out), and the entries of
     those that are CPU scorers (the worker processes build them)."""
-    out: dict[str, PreviousScorer] = {}
+    out: dict[str, OtherRevision] = {}
     cpu: list[EvaluatorConfig] = []
     for entry in config.evaluators:
         other = entry.next
@@ -52,8 +52,8 @@ def other_revisions(
             revision(entry, config.judge),
         )
         evaluator = build(other_entry, context)
-        out[entry.name] = PreviousScorer(
-            evaluator, other_revision, other.share, other.until_s, shadow=True
+        out[entry.name] = OtherRevision(
+            evaluator, other_revision, other.share, other.until_s
         )
         if isinstance(evaluator, CpuScorer):
             cpu.append(other_entry)

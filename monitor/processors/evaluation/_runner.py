@@ -58,7 +58,7 @@ class TaskRunner:
         extraction_timeout_s: float,
         previous: Mapping[str, CpuScorer] | None = None,
     ) -> None:
-        """`previous`: the previous revisions of CPU scorers (`evaluators[].previous`), by
+        """`previous`: the other revisions of CPU scorers (`_other_revision.py`), by
         evaluator, for the jobs that name them (`Job.previous`)."""
         self._pool = pool
         # In this process: the scorers themselves (no pool), or what `planned` reads of

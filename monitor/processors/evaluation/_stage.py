@@ -57,7 +57,7 @@ from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation._evaluators import BatchEvaluator
 from monitor.processors.evaluation._external import ExternalScreen
 from monitor.processors.evaluation._flights import BatchTasks, describe
-from monitor.processors.evaluation._previous import PreviousScorer
+from monitor.processors.evaluation._other_revision import OtherRevision
 from monitor.processors.evaluation._queue import Item, WorkQueue
 from monitor.processors.evaluation._runner import TaskRunner
 from monitor.processors.evaluation._task import (
@@ -104,7 +104,7 @@ class EvaluationStage:
         settings: Settings | None = None,
         revisions: Mapping[str, str] | None = None,
         judge_timeout_s: float | None = None,
-        previous: Mapping[str, PreviousScorer] | None = None,
+        previous: Mapping[str, OtherRevision] | None = None,
         clock: Callable[[], float] = time.time,
         external: ExternalVerdicts | None = None,
     ) -> None:
@@ -116,7 +116,7 @@ class EvaluationStage:
         scorers and `settings` (how traces are extracted and bounded, whether suspect
         records are scored). `revisions`: each evaluator's revision, carried by its
         results (`monitor.evaluators.revision`). `previous`: evaluators' previous
-        revisions, by evaluator (`_previous.py`; a pool's workers must have been given
+        revisions, by evaluator (`_other_revision.py`; a pool's workers must have been given
         those that are CPU scorers), compared with `clock` (seconds since the epoch)."""
         settings = settings or Settings()
         self._settings = settings  # how what the shutdown deadline leaves is extracted
@@ -425,7 +425,7 @@ class EvaluationStage:
             for flight in records:
                 if flight.results:
                     done.append(
-                        Evaluated(flight.record, flight.results, flight.previous, flight.shadow)
+                        Evaluated(flight.record, flight.results, flight.shadow)
                     )
                     owners.append(i)
         writes: list[list[asyncio.Future[bool]]] = [[] for _ in flights]

@@ -51,8 +51,8 @@ from monitor.spans import Span
 
 T = TypeVar("T")
 Scored = dict[str, tuple[EvalResult, float]]
-"""A record's CPU results of one revision (the evaluators' current ones, or their previous
-ones: `evaluators[].previous`) by evaluator, with the seconds each took."""
+"""A record's CPU results of one revision (the evaluators' current ones, or their other ones:
+`_other_revision.py`) by evaluator, with the seconds each took."""
 
 _RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(EvalResult))
 
@@ -265,7 +265,7 @@ def run(
     records = [records_of(job, outcome) for job, outcome in zip(batch.jobs, outcomes, strict=True)]
     # Every job's current results first: a timed-out thread hop takes a job with `scored`
     # as done, so a deadline passed costs the previous revisions' verdicts (a bounded
-    # extra, `_previous.py`) before any of the evaluators' own.
+    # extra, `_other_revision.py`) before any of the evaluators' own.
     for job, outcome, own in zip(batch.jobs, outcomes, records, strict=True):
         outcome.scored = [
             _score(
@@ -404,7 +404,7 @@ class WorkerSetup:
     specs: tuple[EvaluatorConfig, ...]
     factory: ScorerFactory
     settings: Settings
-    # The previous revisions of CPU scorers (`evaluators[].previous`).
+    # The other revisions of CPU scorers (`_other_revision.py`).
     previous: tuple[EvaluatorConfig, ...] = ()
 
 

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 
 from monitor.component import Held
 from monitor.config import Config, EvaluatorConfig
-from monitor.config._evaluators import PREVIOUS_SHARE
+from monitor.config._evaluators import SHADOW_SHARE
 from monitor.evaluators.base import CpuScorer
 from monitor.evaluators.factory import BuildContext
 from monitor.evaluators.registry import build
 from monitor.evaluators.revision import revision
-from monitor.processors.evaluation._previous import PreviousScorer, Upgrade
+from monitor.processors.evaluation._other_revision import OtherRevision, Upgrade
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class Upgrades:
     """The self-shadows this release may start, by evaluator (`carried_upgrades`), and why
     an evaluator with none has none; `decide` starts them."""
 
-    scorers: dict[str, PreviousScorer]
+    scorers: dict[str, OtherRevision]
     # Evaluators with no self-shadow possible: their revision in this release, and why not
     # (said where the state shows a baseline of another revision).
     without: dict[str, tuple[str, str]]
@@ -131,7 +131,7 @@ def carried_upgrades(
     previous release `released` (version, model file, head file; None: it carries none),
     and the entries of their previous revisions (CPU scorers: the worker processes build
     them)."""
-    scorers: dict[str, PreviousScorer] = {}
+    scorers: dict[str, OtherRevision] = {}
     without: dict[str, tuple[str, str]] = {}
     cpu: list[EvaluatorConfig] = []
     for entry in config.evaluators:
@@ -155,8 +155,8 @@ def carried_upgrades(
             without[entry.name] = (new, "its previous revision is no CPU scorer")
             continue
         upgrade = Upgrade(entry.name, revision(old_entry, config.judge), new)
-        scorers[entry.name] = PreviousScorer(
-            evaluator, upgrade.old, PREVIOUS_SHARE, 0.0, shadow=True, upgrade=upgrade
+        scorers[entry.name] = OtherRevision(
+            evaluator, upgrade.old, SHADOW_SHARE, 0.0, upgrade=upgrade
         )
         cpu.append(old_entry)
     return Upgrades(scorers, without), cpu
