@@ -33,7 +33,7 @@ from monitor.alerts.kinds import (
     series,
 )
 from monitor.alerts.revisions import Revisions, Route
-from monitor.alerts.rule import Origin, Rule, fingerprint
+from monitor.alerts.rule import Origin, Rule, fingerprint, saved_by
 from monitor.alerts.state import Part, add_part, clamp_future, restored_replaced, restored_where
 from monitor.config import CONVERSATION_BUDGET as CONVERSATION_BUDGET
 from monitor.evidence import Arrival, Unit, Units, conversation_key, saved_number
@@ -335,7 +335,7 @@ class Entries:
             if i is None or not isinstance(raw, dict):
                 log.warning("alert state of rule %s left out: the rule is gone", name)
                 continue
-            if raw.get("fingerprint") != fingerprint(self._rules[i]):
+            if not saved_by(self._rules[i], raw.get("fingerprint")):
                 log.warning("alert state of rule %s left out: the rule changed", name)
                 continue
             services = raw.get("services")

@@ -226,6 +226,22 @@ def fingerprint(rule: Rule) -> str:
     return out
 
 
+# The evaluator the judge-changed rule's fingerprint named in state files written while the
+# rule had a placeholder one: the same rule, counted the same, so its pages carry over.
+_JUDGE_CHANGED_PLACEHOLDER = "audit.anchors"
+
+
+def saved_by(rule: Rule, saved: object) -> bool:
+    """Whether a state file's `saved` fingerprint is `rule`'s (`fingerprint`), or, for the
+    judge-changed rule, its with the placeholder evaluator in front."""
+    own = fingerprint(rule)
+    if saved == own:
+        return True
+    return isinstance(rule.config, JudgeChangedRule) and saved == (
+        _JUDGE_CHANGED_PLACEHOLDER + own
+    )
+
+
 def rules_of(config: Config) -> list[AlertRule | JudgeChangedRule]:
     """The rules the engine of `config` judges: `alerts.rules`, and while `audit.anchors` is
     on the anchor check's judge-changed rule (its judges, the config's evaluators)."""

@@ -219,11 +219,11 @@ def test_backtest_replays_the_previous_revisions_verdicts_of_verdict_rows(
     assert row.previous == ("r1", True)
 
 
-def test_a_failure_pairing_the_previous_verdicts_counts_the_own_ones_once(
+def test_a_failure_counting_the_shadow_verdicts_counts_the_own_ones_once(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A scripted fault in counting the previous revision's verdicts: `emit` does
-    not raise (the evaluation stage would retry the whole call and count the record's own
+    """A scripted fault in counting a next revision's verdicts in shadow: `emit` does not
+    raise (the evaluation stage would retry the whole call and count the record's own
     verdicts again); the loss is logged and counted."""
     clock = Clock()
     clock.now = START
@@ -236,16 +236,13 @@ def test_a_failure_pairing_the_previous_verdicts_counts_the_own_ones_once(
     )
     engine = AlertEngine([rule], telemetry, evaluation_interval_s=STEP_S, clock=clock)
     counting = engine._counting  # the part that counts what `emit` is handed
-    counted = counting.count
 
-    def count(*args: object, **kwargs: object) -> object:
-        if len(args) > 5 and args[5] is not None:
-            raise RuntimeError("scripted fault")
-        return counted(*args, **kwargs)  # type: ignore[arg-type]
+    def count_shadow(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("scripted fault")
 
-    monkeypatch.setattr(counting, "count", count)
+    monkeypatch.setattr(counting, "count_shadow", count_shadow)
     with caplog.at_level(logging.ERROR):
-        engine.emit([Evaluated(record(), verdict(True, "b"), verdict(False, "a"))])
+        engine.emit([Evaluated(record(), verdict(True, "b"), shadow=verdict(False, "c"))])
     engine.evaluate()
     own = telemetry.registry.get_sample_value(
         "rag_monitor_alert_samples",

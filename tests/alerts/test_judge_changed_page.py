@@ -157,3 +157,37 @@ def test_the_rule_is_made_with_the_anchor_check_only() -> None:
         ("local_groundedness", JUDGE),
         "ticket",
     )
+
+
+@pytest.mark.asyncio
+async def test_a_firing_page_saved_with_the_placeholder_evaluators_fingerprint_is_restored(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A state file whose judge-changed rule's fingerprint names the placeholder evaluator
+    (`audit.anchors||60.0`, as written while the rule had one) holds the same rule: its
+    firing page is restored firing and re-sent, not dropped as "the rule changed"; another
+    evaluator in its place is still a changed rule."""
+    clock, path = Clock(), tmp_path / "alerts.json"
+    engine = _engine(path, clock)
+    engine.report(JUDGE, FIGURES)
+    started = _one(engine.evaluate()).starts_at
+    await engine.shutdown(1.0)
+    saved = json.loads(path.read_text())
+    rule = saved["rules"]["RagMonitorJudgeChanged"]
+    assert rule["fingerprint"] == "||60.0"
+    rule["fingerprint"] = "audit.anchors||60.0"
+    path.write_text(json.dumps(saved))
+    clock.now += 120
+    with caplog.at_level(logging.WARNING):
+        engine = _engine(path, clock)
+    assert "the rule changed" not in caplog.text
+    assert engine.firing() == [("RagMonitorJudgeChanged", JUDGE)]
+    restored = _one(engine.evaluate())
+    assert (restored.status, restored.starts_at) == ("firing", started)
+
+    rule["fingerprint"] = "fact_check||60.0"
+    path.write_text(json.dumps(saved))
+    with caplog.at_level(logging.WARNING):
+        engine = _engine(path, clock)
+    assert engine.firing() == []
+    assert "alert state of rule RagMonitorJudgeChanged left out: the rule changed" in caplog.text
