@@ -237,9 +237,7 @@ def saved_by(rule: Rule, saved: object) -> bool:
     own = fingerprint(rule)
     if saved == own:
         return True
-    return isinstance(rule.config, JudgeChangedRule) and saved == (
-        _JUDGE_CHANGED_PLACEHOLDER + own
-    )
+    return isinstance(rule.config, JudgeChangedRule) and saved == (_JUDGE_CHANGED_PLACEHOLDER + own)
 
 
 def rules_of(config: Config) -> list[AlertRule | JudgeChangedRule]:

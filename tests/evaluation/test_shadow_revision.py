@@ -30,11 +30,11 @@ from monitor.exporters.prometheus import MetricsSink
 from monitor.processors.budget import BudgetGate
 from monitor.processors.evaluation import EvaluationStage, OtherRevision, other_revisions
 from monitor.receivers.replay_summary import SummarySink
-from monitor.telemetry import Telemetry, create_telemetry
-from tests.evaluation.test_evaluation_stage import CpuScorerStub, ScriptedEvaluator, _rec
 from monitor.records import RagRecord
 from monitor.results import EvalResult
+from monitor.telemetry import Telemetry, create_telemetry
 from tests.config.test_check_config import _problems as problems_of
+from tests.evaluation.test_evaluation_stage import CpuScorerStub, ScriptedEvaluator, _rec
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 

@@ -523,7 +523,9 @@ def test_the_results_file_fields_are_the_documented_ones() -> None:
     # `previous` is read, not written: `backtest` pairs an old revision's verdicts that a
     # file carries under it with the line's own (monitor/alerts/backtest_rows.py).
     old = {"e": EvalResult("e", passed=False, revision="old").as_json()}
-    read = Row.of({"time": 0.0, "results": {"e": EvalResult("e", passed=True).as_json()}, "previous": old})
+    read = Row.of(
+        {"time": 0.0, "results": {"e": EvalResult("e", passed=True).as_json()}, "previous": old}
+    )
     assert read.paired is not None and set(read.paired) == {"e"}
     assert documented == set(line) | {"previous"}, "results file fields: (contract, code)"
     (row,) = (r for r in _rows(_section("Results file")) if r[0] == "`context_source`")

@@ -52,9 +52,7 @@ def other_revisions(
             revision(entry, config.judge),
         )
         evaluator = build(other_entry, context)
-        out[entry.name] = OtherRevision(
-            evaluator, other_revision, other.share, other.until_s
-        )
+        out[entry.name] = OtherRevision(evaluator, other_revision, other.share, other.until_s)
         if isinstance(evaluator, CpuScorer):
             cpu.append(other_entry)
     return out, cpu

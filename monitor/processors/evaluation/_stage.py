@@ -424,9 +424,7 @@ class EvaluationStage:
         for i, (_, records) in enumerate(flights):
             for flight in records:
                 if flight.results:
-                    done.append(
-                        Evaluated(flight.record, flight.results, flight.shadow)
-                    )
+                    done.append(Evaluated(flight.record, flight.results, flight.shadow))
                     owners.append(i)
         writes: list[list[asyncio.Future[bool]]] = [[] for _ in flights]
         if done:
