@@ -122,7 +122,7 @@ def build_pipeline(
 ) -> Pipeline:
     """Every component of `config`'s pipeline, connected, none started. `ready`: what
     `/readyz` answers. The clocks (tests inject their own): `wall_clock`, seconds since the
-    epoch, for the alert engine, the audit, the anchor check and the previous revisions'
+    epoch, for the alert engine, the audit, the anchor check and the other revisions'
     `until`; `monotonic_clock` for the budgets' windows."""
     check_evaluators(config)
     telemetry = telemetry or telemetry_for(config)
@@ -376,14 +376,14 @@ def _evaluation_stage(
         evaluators.append((evaluator, entry))
         if isinstance(evaluator, CpuScorer):
             cpu_entries.append(entry)
-    previous, cpu_previous = other_revisions(config, context, clock())
+    others, cpu_others = other_revisions(config, context, clock())
     if engine is not None and config.alerts.rules:
         carried = releases.previous()
         upgrades, cpu_upgrades = carried_upgrades(
             config, context, None if carried is None else carried.released()
         )
-        previous.update(upgrades.scorers)
-        cpu_previous.extend(cpu_upgrades)
+        others.update(upgrades.scorers)
+        cpu_others.extend(cpu_upgrades)
         engine.restored.append(lambda held: upgrades.decide(held, clock()))
     pipeline = config.pipeline
     revisions = {entry.name: revision(entry, config.judge) for entry in config.evaluators}
@@ -406,7 +406,7 @@ def _evaluation_stage(
             pipeline.processes,
             pipeline.evaluation_timeout_s,
             telemetry,
-            initializer=worker_initializer(cpu_entries, settings, previous=cpu_previous),
+            initializer=worker_initializer(cpu_entries, settings, others=cpu_others),
             preload=PRELOAD,
             role="evaluation worker process",
         )
@@ -427,7 +427,7 @@ def _evaluation_stage(
         settings=settings,
         revisions=revisions,
         judge_timeout_s=judge_timeout_s,
-        previous=previous,
+        others=others,
         external=config.external_verdicts,
         clock=clock,
     )

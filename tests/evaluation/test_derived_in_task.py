@@ -110,7 +110,7 @@ def test_the_task_sets_each_current_result_s_revision() -> None:
     record = _extracted()
     settings = Settings(revisions={entry.name: current})
     (outcome,) = run(
-        Batch([Job((entry.name,), record=record, previous=(entry.name,))]),
+        Batch([Job((entry.name,), record=record, others=(entry.name,))]),
         {entry.name: scorer},
         settings,
         [],
@@ -119,6 +119,6 @@ def test_the_task_sets_each_current_result_s_revision() -> None:
     assert outcome.scored is not None
     ((result, _),) = outcome.scored[0].values()
     assert result.error is None and result.revision == current
-    # A previous revision's results are not the current revision's.
-    ((old, _),) = outcome.previous_of(0).values()
+    # Another revision's results are not the current revision's.
+    ((old, _),) = outcome.others_of(0).values()
     assert old.revision != current

@@ -151,7 +151,7 @@ async def test_a_next_cpu_scorer_the_local_limit_refuses_is_counted_and_said(
         [MetricsSink(telemetry), summary],
         telemetry,
         revisions={name: "current"},
-        previous={name: OtherRevision(nxt, "next", 1.0, NOW)},
+        others={name: OtherRevision(nxt, "next", 1.0, NOW)},
         clock=clock,
     )
     await stage.start()
@@ -188,7 +188,7 @@ async def test_shadow_verdicts_reach_the_alert_engine_only_and_stop_at_until(kin
         [MetricsSink(telemetry), summary, engine],
         telemetry,
         revisions={name: "current"},
-        previous={name: OtherRevision(nxt, "next", 0.5, NOW)},  # type: ignore[arg-type]
+        others={name: OtherRevision(nxt, "next", 0.5, NOW)},  # type: ignore[arg-type]
         clock=clock,
     )
     await stage.start()

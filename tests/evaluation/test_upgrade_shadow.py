@@ -79,7 +79,7 @@ async def test_the_previous_revision_is_of_record_for_a_day_then_the_rule_switch
         [MetricsSink(telemetry), summary, engine],
         telemetry,
         revisions={NAME: "new"},
-        previous={NAME: scorer},
+        others={NAME: scorer},
         clock=clock,
     )
     # What the state file restored: the rule's baseline learned with "old".

@@ -54,7 +54,7 @@ class InFlight:
     refused: frozenset[str] = frozenset()
     # What the other revisions of its CPU scorers (`_other_revision.py`) gave in the
     # batch's task.
-    previous_scored: Scored = field(default_factory=dict)
+    others_scored: Scored = field(default_factory=dict)
     # The verdicts of evaluators' next revisions scoring in shadow, by evaluator.
     shadow: dict[str, EvalResult] = field(default_factory=dict)
     # The record's script (`records.scripts`), found when an embedded evaluator asks.
@@ -89,10 +89,10 @@ class BatchEvaluator:
         evaluate_suspect: bool = False,
         revisions: Mapping[str, str] | None = None,
         judge_timeout_s: float | None = None,
-        previous: Mapping[str, OtherRevision] | None = None,
+        others: Mapping[str, OtherRevision] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """`previous`: evaluators' other revisions (`_other_revision.py`) by evaluator
+        """`others`: evaluators' other revisions (`_other_revision.py`) by evaluator
         name; `clock`: the time their `until` is compared with, in seconds since the epoch."""
         stages = [_Stage(ev, spec.escalate_from, spec.band) for ev, spec in evaluators]
         # Escalated evaluators run after the evaluator they escalate from.
@@ -121,28 +121,28 @@ class BatchEvaluator:
         self._revisions = dict(revisions or {})
         for name, revision in self._revisions.items():
             telemetry.gauge("evaluator_revision_info").labels(name, revision).set(1)
-        self._previous = dict(previous or {})
+        self._others = dict(others or {})
         self._clock = clock
         self._shadow_evaluations = telemetry.counter("shadow_revision_evaluations")
 
-    def previous_scorers(self, scorers: Sequence[str], key: str) -> tuple[str, ...]:
+    def other_scorers(self, scorers: Sequence[str], key: str) -> tuple[str, ...]:
         """Those of CPU `scorers` whose other revision scores the item of sampling key
         `key` too (`OtherRevision.chosen`), each admitted to the local limit as a boost's
         evaluation is."""
         now = self._clock()
         admitted = []
         for name in scorers:
-            previous = self._previous.get(name)
-            if previous is None or not previous.chosen(key, now):
+            other = self._others.get(name)
+            if other is None or not other.chosen(key, now):
                 continue
-            if previous.upgrade is not None:
+            if other.upgrade is not None:
                 # The revision of record for the day: the base sample's, never refused.
                 self._budget.admit_local(False)
                 admitted.append(name)
             elif self._budget.admit_local(True):
                 admitted.append(name)
             else:
-                self._previous_refused(previous, local=True)
+                self._other_refused(other, local=True)
         return tuple(admitted)
 
     def admit_cpu(self, sampled: frozenset[str]) -> frozenset[str]:
@@ -175,42 +175,42 @@ class BatchEvaluator:
         await self._run(self._first, batch)
         if self._escalated:
             await self._run(self._escalated, batch)
-        if self._previous:
-            await self._run_previous(batch)
+        if self._others:
+            await self._run_others(batch)
 
-    async def _run_previous(self, batch: list[InFlight]) -> None:
+    async def _run_others(self, batch: list[InFlight]) -> None:
         """The other revisions' verdicts on the records their evaluator judged: a CPU
         scorer's from the batch's task, a judge's called now (`_other_revision.py`)."""
         now = self._clock()
         calls = []
         for item in batch:
-            for name, previous in self._previous.items():
-                if previous.upgrade is not None:
-                    self._upgraded(item, previous, now)
+            for name, other in self._others.items():
+                if other.upgrade is not None:
+                    self._upgraded(item, other, now)
                     continue
                 current = item.results.get(name)
                 if current is None or current.outcome == "error":
                     continue  # nothing to pair it with
                 if name in self._cpu:
-                    scored = item.previous_scored.get(name)
+                    scored = item.others_scored.get(name)
                     if scored is not None:
-                        self._took_previous(item, previous, scored[0])
-                elif previous.chosen(item.record.sampling_key, now):
+                        self._took_other(item, other, scored[0])
+                elif other.chosen(item.record.sampling_key, now):
                     if self._budget.admit(boost=True):
-                        calls.append(self._one_previous(previous, item))
+                        calls.append(self._one_other(other, item))
                     else:
-                        self._previous_refused(previous, local=False)
+                        self._other_refused(other, local=False)
         if calls:
             await asyncio.gather(*calls)
 
-    def _upgraded(self, item: InFlight, previous: OtherRevision, now: float) -> None:
+    def _upgraded(self, item: InFlight, other: OtherRevision, now: float) -> None:
         """A monitor release that shadows itself (`_upgrade.py`): where the previous
         release's revision scored `item`, its verdict is the one of record and this
         release's, on the share, the shadow verdict; once its day is over, said once."""
-        upgrade = previous.upgrade
+        upgrade = other.upgrade
         assert upgrade is not None
         name = upgrade.evaluator
-        scored = item.previous_scored.get(name)
+        scored = item.others_scored.get(name)
         if scored is None:
             if upgrade.switch_due(now):
                 self._t.gauge("evaluator_revision_info").labels(name, upgrade.old).set(0)
@@ -231,38 +231,38 @@ class BatchEvaluator:
         old = dataclasses.replace(scored[0], revision=upgrade.old)
         new = item.results.get(name)
         item.results[name] = old
-        if new is None or not previous.in_shadow(item.record.sampling_key):
+        if new is None or not other.in_shadow(item.record.sampling_key):
             return
         self._t.child(self._shadow_evaluations, name, upgrade.new, new.outcome).inc()
         if new.outcome != "error" and old.outcome != "error":
             item.shadow[name] = new
 
-    def _previous_refused(self, previous: OtherRevision, *, local: bool) -> None:
+    def _other_refused(self, other: OtherRevision, *, local: bool) -> None:
         """A next revision's evaluation the budget refused (`local`: the local limit),
         the base sample keeping its room: counted and said, as a boost's would be."""
-        name = previous.evaluator.name
-        self._t.child(self._shadow_evaluations, name, previous.revision, "budget").inc()
+        name = other.evaluator.name
+        self._t.child(self._shadow_evaluations, name, other.revision, "budget").inc()
         self._boost_log.warning(
             f"next/{name}",
             "budget %s: the next revision %s of evaluator %s scores less than its share "
             "while the budget keeps room for the base sample "
             '(shadow_revision_evaluations_total{outcome="budget"} counts what it missed)',
             self._budget.reached(boost=True, local=local) or "(freed since)",
-            previous.revision,
+            other.revision,
             name,
         )
 
-    async def _one_previous(self, previous: OtherRevision, item: InFlight) -> None:
-        ((_, result),) = await self._one(previous.evaluator, item, timed=False)
+    async def _one_other(self, other: OtherRevision, item: InFlight) -> None:
+        ((_, result),) = await self._one(other.evaluator, item, timed=False)
         if result.input_tokens or result.output_tokens or result.cost:
             self._budget.spend(result.input_tokens + result.output_tokens, result.cost, boost=True)
-        self._took_previous(item, previous, result)
+        self._took_other(item, other, result)
 
-    def _took_previous(self, item: InFlight, previous: OtherRevision, result: EvalResult) -> None:
+    def _took_other(self, item: InFlight, other: OtherRevision, result: EvalResult) -> None:
         """A next revision's result on `item`, counted, and kept when a verdict."""
-        name = previous.evaluator.name
-        result = dataclasses.replace(result, revision=previous.revision)
-        labels = (name, previous.revision, result.outcome)
+        name = other.evaluator.name
+        result = dataclasses.replace(result, revision=other.revision)
+        labels = (name, other.revision, result.outcome)
         self._t.child(self._shadow_evaluations, *labels).inc()
         if result.outcome != "error":
             item.shadow[name] = result
@@ -271,7 +271,7 @@ class BatchEvaluator:
             f"next/{name}",
             "the next revision %s of evaluator %s failed on record %s (left out of the "
             "alert rules' shadow): %s",
-            previous.revision,
+            other.revision,
             name,
             item.record.request_id,
             result.error,

@@ -48,12 +48,12 @@ class BatchTasks:
         for item in items:
             refused.append(self._evaluators.admit_cpu(item.sampled))
             scorers = tuple(n for n in first_cpu if n in item.sampled and n not in refused[-1])
-            previous = self._evaluators.previous_scorers(scorers, _sampling_key(item))
+            others = self._evaluators.other_scorers(scorers, _sampling_key(item))
             if isinstance(item, SampledTrace):
-                job = Job(scorers, spans=item.spans, previous=previous, metadata=item.metadata)
+                job = Job(scorers, spans=item.spans, others=others, metadata=item.metadata)
                 sent.append(job)
             elif scorers:
-                sent.append(Job(scorers, record=item.record, previous=previous))
+                sent.append(Job(scorers, record=item.record, others=others))
         outcomes = iter(await self._runner.run(sent))
         out: list[tuple[Item, list[InFlight]]] = []
         for item, held in zip(items, refused, strict=True):
@@ -119,7 +119,7 @@ class BatchTasks:
         i: int,
         refused: frozenset[str] = frozenset(),
     ) -> InFlight:
-        """Record `i` of `outcome`, with what its CPU scorers (and their previous
+        """Record `i` of `outcome`, with what its CPU scorers (and their other
         revisions) gave."""
         service = self._t.service_cap(record.service)
         scored = outcome.scored[i] if outcome.scored else {}
@@ -131,7 +131,7 @@ class BatchTasks:
             scored,
             {},
             refused,
-            previous_scored=outcome.previous_of(i),
+            others_scored=outcome.others_of(i),
         )
 
 

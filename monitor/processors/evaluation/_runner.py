@@ -56,15 +56,15 @@ class TaskRunner:
         *,
         evaluation_timeout_s: float,
         extraction_timeout_s: float,
-        previous: Mapping[str, CpuScorer] | None = None,
+        others: Mapping[str, CpuScorer] | None = None,
     ) -> None:
-        """`previous`: the other revisions of CPU scorers (`_other_revision.py`), by
-        evaluator, for the jobs that name them (`Job.previous`)."""
+        """`others`: the other revisions of CPU scorers (`_other_revision.py`), by
+        evaluator, for the jobs that name them (`Job.others`)."""
         self._pool = pool
         # In this process: the scorers themselves (no pool), or what `planned` reads of
         # them (their models load in the workers).
         self._scorers = scorers
-        self._previous = dict(previous or {})
+        self._others = dict(others or {})
         self._settings = settings
         self._evaluation_timeout = evaluation_timeout_s
         self._extraction_timeout = extraction_timeout_s
@@ -131,7 +131,7 @@ class TaskRunner:
         try:
             async with asyncio.timeout(deadline):
                 batch = partial(
-                    run, Batch(jobs), self._scorers, self._settings, outcomes, self._previous
+                    run, Batch(jobs), self._scorers, self._settings, outcomes, self._others
                 )
                 await in_own_thread(batch, "evaluation-batch")
         except TimeoutError:
@@ -143,7 +143,7 @@ class TaskRunner:
 
     def _kept(self, jobs: Sequence[Job], done: Sequence[Outcome], error: str) -> list[Outcome]:
         """What a thread hop past its deadline leaves of `jobs`: the outcomes `done` so far
-        whose records it scored, with error results for the previous revisions it had not
+        whose records it scored, with error results for the other revisions it had not
         scored yet (they come after every job's current ones); error results for the
         rest."""
         kept = []
@@ -153,13 +153,13 @@ class TaskRunner:
             if outcome is None or scored is None:
                 extraction = outcome.extraction if outcome is not None else None
                 kept.append(self._failed_scoring(job, extraction, error))
-            elif job.previous and len(outcome.previous) < len(scored):
+            elif job.others and len(outcome.others) < len(scored):
                 # A copy: the thread, running on, may still set the original's.
                 records = records_of(job, outcome)
-                previous = [
-                    self._failed_record(r, job.previous, self._previous, error) for r in records
+                others = [
+                    self._failed_record(r, job.others, self._others, error) for r in records
                 ]
-                kept.append(Outcome(outcome.extraction, scored, previous))
+                kept.append(Outcome(outcome.extraction, scored, others))
             else:
                 kept.append(outcome)
         return kept
@@ -187,11 +187,11 @@ class TaskRunner:
         records: Sequence[RagRecord],
         error: str,
     ) -> Outcome:
-        """Error results of the job's CPU scorers (and previous revisions) on `records`."""
+        """Error results of the job's CPU scorers (and other revisions) on `records`."""
         return Outcome(
             extraction,
             [self._failed_record(r, job.scorers, self._scorers, error) for r in records],
-            [self._failed_record(r, job.previous, self._previous, error) for r in records],
+            [self._failed_record(r, job.others, self._others, error) for r in records],
         )
 
     def _failed_record(

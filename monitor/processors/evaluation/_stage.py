@@ -104,7 +104,7 @@ class EvaluationStage:
         settings: Settings | None = None,
         revisions: Mapping[str, str] | None = None,
         judge_timeout_s: float | None = None,
-        previous: Mapping[str, OtherRevision] | None = None,
+        others: Mapping[str, OtherRevision] | None = None,
         clock: Callable[[], float] = time.time,
         external: ExternalVerdicts | None = None,
     ) -> None:
@@ -115,12 +115,12 @@ class EvaluationStage:
         `cpu_pool`'s workers must run `_task.worker_initializer` with the same CPU
         scorers and `settings` (how traces are extracted and bounded, whether suspect
         records are scored). `revisions`: each evaluator's revision, carried by its
-        results (`monitor.evaluators.revision`). `previous`: evaluators' previous
+        results (`monitor.evaluators.revision`). `others`: evaluators' other
         revisions, by evaluator (`_other_revision.py`; a pool's workers must have been given
         those that are CPU scorers), compared with `clock` (seconds since the epoch)."""
         settings = settings or Settings()
         self._settings = settings  # how what the shutdown deadline leaves is extracted
-        previous = dict(previous or {})
+        others = dict(others or {})
         scorers = {ev.name: ev for ev, _ in evaluators if isinstance(ev, CpuScorer)}
         self._runner = TaskRunner(
             cpu_pool,
@@ -128,9 +128,9 @@ class EvaluationStage:
             settings,
             evaluation_timeout_s=evaluation_timeout_s,
             extraction_timeout_s=extraction_timeout_s,
-            previous={
+            others={
                 name: old.evaluator
-                for name, old in previous.items()
+                for name, old in others.items()
                 if isinstance(old.evaluator, CpuScorer)
             },
         )
@@ -144,7 +144,7 @@ class EvaluationStage:
             evaluate_suspect=settings.evaluate_suspect,
             revisions=revisions,
             judge_timeout_s=judge_timeout_s,
-            previous=previous,
+            others=others,
             clock=clock,
         )
         # Judges are admitted to the budget before they run and charged after: batching

@@ -68,19 +68,19 @@ PRELOAD = ("monitor.processors.evaluation._preload",)
 class Job:
     """One sampled item's part of a batch: a trace's spans to extract (no `record`), with
     the delivery's `metadata` to merge into its records' (`SampledTrace.metadata`), or a
-    record; the CPU scorers that sample it, and those of them whose previous revision
+    record; the CPU scorers that sample it, and those of them whose other revision
     scores it too."""
 
     scorers: tuple[str, ...]
     spans: Sequence[Span] = ()
     record: RagRecord | None = None
-    previous: tuple[str, ...] = ()
+    others: tuple[str, ...] = ()
     metadata: Mapping[str, str] | None = None
 
     def __reduce__(self) -> tuple[type[Job], tuple[Any, ...]]:
         # Its fields, pickled in the ingest process for every sampled trace: a dataclass
         # with slots pickles (and unpickles) by looking its fields up each time.
-        return Job, (self.scorers, self.spans, self.record, self.previous, self.metadata)
+        return Job, (self.scorers, self.spans, self.record, self.others, self.metadata)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,19 +97,19 @@ class Batch:
 class Outcome:
     """What became of one job: a trace's extraction (None for a record), and each record's
     CPU results once scored (None until then: a timed-out thread hop leaves the rest),
-    with, beside them, those of the previous revisions the job named (`Job.previous`)."""
+    with, beside them, those of the other revisions the job named (`Job.others`)."""
 
     extraction: TraceRecords | Unreadable | None
     scored: list[Scored] | None = None
-    previous: list[Scored] = field(default_factory=list)
+    others: list[Scored] = field(default_factory=list)
 
-    def previous_of(self, i: int) -> Scored:
-        """The previous revisions' results on record `i` (none where the job named none)."""
-        return self.previous[i] if i < len(self.previous) else {}
+    def others_of(self, i: int) -> Scored:
+        """The other revisions' results on record `i` (none where the job named none)."""
+        return self.others[i] if i < len(self.others) else {}
 
     def __reduce__(self) -> tuple[Any, ...]:
         # The results cross as tuples of their fields, each with which revision gave it
-        # (True: a previous one), and the records' extraction as its fields: cheaper for
+        # (True: an other revision's), and the records' extraction as its fields: cheaper for
         # the receiving process to unpickle than the dataclasses (one with slots looks its
         # fields up for each).
         rows = None
@@ -117,7 +117,7 @@ class Outcome:
             rows = [
                 [
                     (old, tuple(getattr(r, f) for f in _RESULT_FIELDS), t)
-                    for old, scored in ((False, self.scored[i]), (True, self.previous_of(i)))
+                    for old, scored in ((False, self.scored[i]), (True, self.others_of(i)))
                     for r, t in scored.values()
                 ]
                 for i in range(len(self.scored))
@@ -143,16 +143,16 @@ def _outcome(
     if rows is None:
         return Outcome(extraction)
     scored: list[Scored] = []
-    previous: list[Scored] = []
+    others: list[Scored] = []
     for row in rows:
         own: Scored = {}
         old: Scored = {}
-        for is_previous, fields, t in row:
+        for is_other, fields, t in row:
             result = EvalResult(*fields)
-            (old if is_previous else own)[result.name] = (result, t)
+            (old if is_other else own)[result.name] = (result, t)
         scored.append(own)
-        previous.append(old)
-    return Outcome(extraction, scored, previous)
+        others.append(old)
+    return Outcome(extraction, scored, others)
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,10 +249,10 @@ def run(
     scorers: Mapping[str, CpuScorer],
     settings: Settings,
     outcomes: list[Outcome],
-    previous: Mapping[str, CpuScorer] | None = None,
+    others: Mapping[str, CpuScorer] | None = None,
 ) -> list[Outcome]:
     """The batch, appending each job's outcome to `outcomes` as it goes: every trace
-    extracted first, then every record scored (`previous`: the previous revisions of CPU
+    extracted first, then every record scored (`others`: the other revisions of CPU
     scorers, by evaluator, for the jobs that name them)."""
     for job in batch.jobs:
         extraction = None
@@ -264,7 +264,7 @@ def run(
     suspect = settings.evaluate_suspect
     records = [records_of(job, outcome) for job, outcome in zip(batch.jobs, outcomes, strict=True)]
     # Every job's current results first: a timed-out thread hop takes a job with `scored`
-    # as done, so a deadline passed costs the previous revisions' verdicts (a bounded
+    # as done, so a deadline passed costs the other revisions' verdicts (a bounded
     # extra, `_other_revision.py`) before any of the evaluators' own.
     for job, outcome, own in zip(batch.jobs, outcomes, records, strict=True):
         outcome.scored = [
@@ -277,11 +277,11 @@ def run(
             for record in own
         ]
     for job, outcome, own in zip(batch.jobs, outcomes, records, strict=True):
-        if job.previous:
-            if previous is None:
-                raise ValueError("a job names previous revisions and none were given")
-            outcome.previous = [
-                _score(record, planned(record, job.previous, previous, suspect), previous)
+        if job.others:
+            if others is None:
+                raise ValueError("a job names other revisions and none were given")
+            outcome.others = [
+                _score(record, planned(record, job.others, others, suspect), others)
                 for record in own
             ]
     return outcomes
@@ -370,7 +370,7 @@ def _score(
     scorers: Mapping[str, CpuScorer],
     revisions: Mapping[str, str] | None = None,
 ) -> Scored:
-    """`revisions`: those the results carry (none for previous revisions' results)."""
+    """`revisions`: those the results carry (none for other revisions' results)."""
     scored: Scored = {}
     for name in names:
         started = time.perf_counter()
@@ -405,11 +405,11 @@ class WorkerSetup:
     factory: ScorerFactory
     settings: Settings
     # The other revisions of CPU scorers (`_other_revision.py`).
-    previous: tuple[EvaluatorConfig, ...] = ()
+    others: tuple[EvaluatorConfig, ...] = ()
 
 
 _scorers: dict[str, CpuScorer] = {}
-_previous: dict[str, CpuScorer] = {}  # the previous revisions, by evaluator
+_others: dict[str, CpuScorer] = {}  # the other revisions, by evaluator
 _settings = Settings()
 
 
@@ -420,7 +420,7 @@ def set_up_worker(setup: WorkerSetup) -> None:
     loop = asyncio.new_event_loop()
     loop.set_default_executor(_InThisThread())
     try:
-        for specs, scorers in ((setup.specs, _scorers), (setup.previous, _previous)):
+        for specs, scorers in ((setup.specs, _scorers), (setup.others, _others)):
             for spec in specs:
                 evaluator = setup.factory(spec)
                 warm_up = getattr(evaluator, "warm_up", None)
@@ -446,15 +446,15 @@ class _InThisThread(ThreadPoolExecutor):
 
 def run_in_worker(batch: Batch) -> list[Outcome]:
     """The batch as the pool runs it, with the worker's scorers and settings."""
-    return run(batch, _scorers, _settings, [], _previous)
+    return run(batch, _scorers, _settings, [], _others)
 
 
 def worker_initializer(
     specs: Sequence[EvaluatorConfig],
     settings: Settings,
     factory: ScorerFactory = build_scorer,
-    previous: Sequence[EvaluatorConfig] = (),
+    others: Sequence[EvaluatorConfig] = (),
 ) -> Callable[[], None]:
-    """What a pool's workers run to be able to run tasks for `specs` (and the previous
-    revisions `previous`) under `settings`: picklable, as the pool sends it to them."""
-    return partial(set_up_worker, WorkerSetup(tuple(specs), factory, settings, tuple(previous)))
+    """What a pool's workers run to be able to run tasks for `specs` (and the other
+    revisions `others`) under `settings`: picklable, as the pool sends it to them."""
+    return partial(set_up_worker, WorkerSetup(tuple(specs), factory, settings, tuple(others)))

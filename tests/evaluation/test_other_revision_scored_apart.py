@@ -1,7 +1,7 @@
 """A CPU scorer's other revision (`_other_revision.py`: its next one in shadow, or the
 previous release's after an upgrade) is scored in the batch's task
-beside its current one: the job names it (`Job.previous`), its results come back apart
-(`Outcome.previous`), under the evaluator's own name, and cross from a worker process with
+beside its current one: the job names it (`Job.others`), its results come back apart
+(`Outcome.others`), under the evaluator's own name, and cross from a worker process with
 which revision gave each result beside it, never by a name of their own."""
 
 from __future__ import annotations
@@ -23,16 +23,16 @@ def _record(n: int) -> RagRecord:
     return RagRecord(request_id=f"r{n}", query="q", response="a", trace_id=f"{n + 1:032x}")
 
 
-def test_a_job_scores_the_previous_revisions_it_names_apart_under_their_own_names() -> None:
+def test_a_job_scores_the_other_revisions_it_names_apart_under_their_own_names() -> None:
     current, old = {"e": CpuScorerStub("e")}, {"e": Failing("e")}
-    jobs = [Job(("e",), record=_record(1), previous=("e",)), Job(("e",), record=_record(2))]
+    jobs = [Job(("e",), record=_record(1), others=("e",)), Job(("e",), record=_record(2))]
     both, alone = run(Batch(jobs), current, Settings(), [], old)
     assert both.scored is not None and alone.scored is not None
     ((own, _),) = both.scored[0].values()
-    ((previous, _),) = both.previous_of(0).values()
+    ((previous, _),) = both.others_of(0).values()
     assert (own.name, own.passed) == ("e", True)
     assert (previous.name, previous.passed) == ("e", False)
-    assert alone.previous_of(0) == {} and alone.scored[0]["e"][0].passed
+    assert alone.others_of(0) == {} and alone.scored[0]["e"][0].passed
 
 
 def test_an_outcome_crosses_processes_with_which_revision_gave_each_result() -> None:
@@ -40,6 +40,6 @@ def test_an_outcome_crosses_processes_with_which_revision_gave_each_result() -> 
     old = {"e": (EvalResult("e", passed=False, revision="old"), 0.5)}
     outcome = Outcome(None, [own, {}], [old, {}])
     assert pickle.loads(pickle.dumps(outcome)) == outcome
-    # One with no previous revision named reads back with none on any record.
+    # One with no other revision named reads back with none on any record.
     plain = pickle.loads(pickle.dumps(Outcome(None, [own])))
-    assert plain.scored == [own] and plain.previous_of(0) == {}
+    assert plain.scored == [own] and plain.others_of(0) == {}
