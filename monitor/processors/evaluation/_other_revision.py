@@ -6,7 +6,7 @@ a day.
 A next revision scores `share` of the records the evaluator gave a verdict on (chosen by a
 hash of the record's sampling key, so a trace's records go together and a record replayed
 is chosen again), until `until`: a CPU scorer in the batch's task beside its current
-revision (`Job.previous`), a judge as one more call admitted like a boost's (only while the
+revision (`Job.others`), a judge as one more call admitted like a boost's (only while the
 budget keeps room for the base sample). Its verdicts are shadow verdicts: they go with the
 record to every sink (`component.Evaluated.shadow`), and only the alert engine reads them
 (it measures the offset before the switch); they are counted in
