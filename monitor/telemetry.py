@@ -177,6 +177,9 @@ def create_telemetry(
     reg = registry if registry is not None else CollectorRegistry(auto_describe=True)
     _runtime_collectors(reg)
     declared = Declared(reg)
+    for row in METRICS.values():
+        if row.at_start:
+            declared.get(row.name, row.kind)
 
     def counter(name: str) -> Counter:
         made: Counter = declared.get(name, "counter")

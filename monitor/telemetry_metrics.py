@@ -6,7 +6,8 @@ fails while a name the code asks for, a row of this table or a row of the contra
 metric table (`docs/contract.md`, "Metrics") lacks its counterpart, or their types or
 labels differ. Names are without the `rag_monitor_` prefix and a counter's `_total`.
 Adding a metric is one row here (and its row in the contract); labels are one string,
-space-separated.
+space-separated. A row `at_start` is registered with the registry, so its family is on
+`/metrics` before its first event; the others when a component first asks for them.
 """
 
 from __future__ import annotations
@@ -29,35 +30,45 @@ class Metric:
     labels: tuple[str, ...]
     help: str
     buckets: tuple[float, ...] = ()
+    # Registered when the registry is made, so that `/metrics` lists it before its first
+    # event (dashboards and `absent()` rules read the families every pipeline has).
+    at_start: bool = False
 
 
-def counter(name: str, labels: str, help: str) -> Metric:
-    return Metric(name, "counter", tuple(labels.split()), help)
+def counter(name: str, labels: str, help: str, *, at_start: bool = False) -> Metric:
+    return Metric(name, "counter", tuple(labels.split()), help, at_start=at_start)
 
 
-def gauge(name: str, labels: str, help: str) -> Metric:
-    return Metric(name, "gauge", tuple(labels.split()), help)
+def gauge(name: str, labels: str, help: str, *, at_start: bool = False) -> Metric:
+    return Metric(name, "gauge", tuple(labels.split()), help, at_start=at_start)
 
 
-def histogram(name: str, labels: str, help: str, buckets: tuple[float, ...]) -> Metric:
-    return Metric(name, "histogram", tuple(labels.split()), help, buckets)
+def histogram(
+    name: str, labels: str, help: str, buckets: tuple[float, ...], *, at_start: bool = False
+) -> Metric:
+    return Metric(name, "histogram", tuple(labels.split()), help, buckets, at_start)
 
 
 _ROWS = (
     # -- intake --------------------------------------------------------------------------
-    counter("spans_received", "receiver", "Spans accepted by a receiver."),
+    counter("spans_received", "receiver", "Spans accepted by a receiver.", at_start=True),
     counter(
         "otlp_discarded",
         "receiver signal",
         "OTLP items accepted and not used, by signal: metrics, and log records that are not GenAI events.",
     ),
-    counter("records_rejected", "receiver reason", "Input rejected as malformed, by reason."),
+    counter(
+        "records_rejected",
+        "receiver reason",
+        "Input rejected as malformed, by reason.",
+        at_start=True,
+    ),
     counter(
         "http_connections_closed",
         "reason",
         "OTLP/HTTP connections closed by the monitor, or cut by their client in the middle of a request, by reason.",
     ),
-    gauge("kafka_lag", "topic partition", "Messages behind the high watermark."),
+    gauge("kafka_lag", "topic partition", "Messages behind the high watermark.", at_start=True),
     counter(
         "kafka_stage_calls_expired",
         "call",
@@ -84,19 +95,24 @@ _ROWS = (
         "service reason",
         'Sampled traces that gave no record, by service and reason: indexing, embedding_only, health_check (traces that ask nothing), unrecognised (no model call, retrieval or rag.* attribute recognised: logged); also counted in dropped_total{reason="not_rag"}.',
     ),
-    counter("records", "service source", "RAG records entering the pipeline."),
+    counter("records", "service source", "RAG records entering the pipeline.", at_start=True),
     counter(
         "records_context_source",
         "service context_source",
         "Records entering the pipeline by where their context came from: retrieval_span, tool_result, convention, structure, prompt, record, none.",
+        at_start=True,
     ),
     counter(
         "records_truncated",
         "part",
         "Records cut to record_limits, by part (query, context, documents).",
+        at_start=True,
     ),
     counter(
-        "records_incomplete", "service missing", "Records lacking a part some evaluators need."
+        "records_incomplete",
+        "service missing",
+        "Records lacking a part some evaluators need.",
+        at_start=True,
     ),
     counter(
         "records_suspect",
@@ -122,10 +138,14 @@ _ROWS = (
         "label_values_cut",
         "label",
         "Service, version or route values longer than record_limits.label_chars, cut to a prefix and a hash: each record built with one, and each lookup of one from a trace that gave no record.",
+        at_start=True,
     ),
     # -- sampling and evaluation ---------------------------------------------------------
     counter(
-        "sampling_decisions", "service evaluator decision", "Per-evaluator sampling decisions."
+        "sampling_decisions",
+        "service evaluator decision",
+        "Per-evaluator sampling decisions.",
+        at_start=True,
     ),
     gauge(
         "sampling_rate",
@@ -141,11 +161,13 @@ _ROWS = (
         "evaluations",
         "service version route evaluator outcome",
         "Evaluations by outcome; fail carries the trace id as an exemplar.",
+        at_start=True,
     ),
     counter(
         "evaluations_skipped",
         "service evaluator reason",
         "Evaluations not run because the record lacks the evaluator's input (reason: no_query, no_context, no_response), or is in a language the embedded evaluator cannot read (reason: unsupported_language).",
+        at_start=True,
     ),
     counter(
         "evaluations_unsupported_language",
@@ -157,17 +179,20 @@ _ROWS = (
         "service evaluator",
         "Normalised evaluation scores (1 = good).",
         SCORE_BUCKETS,
+        at_start=True,
     ),
     histogram(
         "evaluation_duration_seconds",
         "evaluator",
         "Time spent in one evaluator call.",
         DURATION_BUCKETS,
+        at_start=True,
     ),
     counter(
         "safety_evaluations",
         "service version category severity",
         "Safety verdicts by harm category and severity.",
+        at_start=True,
     ),
     counter(
         "guardrail_verdicts",
@@ -188,9 +213,10 @@ _ROWS = (
         "evaluator_revision_info",
         "evaluator revision",
         "Always 1; the revision of each evaluator this process runs (what decides its verdicts), to join onto its evaluations (`alerts.fleet` does).",
+        at_start=True,
     ),
-    gauge("queue_depth", "stage", "Items waiting in a pipeline stage."),
-    counter("dropped", "stage reason", "Items dropped, by stage and reason."),
+    gauge("queue_depth", "stage", "Items waiting in a pipeline stage.", at_start=True),
+    counter("dropped", "stage reason", "Items dropped, by stage and reason.", at_start=True),
     counter(
         "records_not_evaluated",
         "reason",
@@ -206,9 +232,9 @@ _ROWS = (
         "worker_restarts", "reason", "Evaluation worker processes replaced, by reason (died, hung)."
     ),
     # -- LLM judges ----------------------------------------------------------------------
-    counter("judge_requests", "model outcome", "Calls to an LLM judge."),
-    counter("judge_tokens", "model direction", "Judge tokens used."),
-    counter("judge_cost_usd", "model", "Judge spend in US dollars."),
+    counter("judge_requests", "model outcome", "Calls to an LLM judge.", at_start=True),
+    counter("judge_tokens", "model direction", "Judge tokens used.", at_start=True),
+    counter("judge_cost_usd", "model", "Judge spend in US dollars.", at_start=True),
     counter(
         "judge_retries",
         "model reason",
@@ -228,6 +254,7 @@ _ROWS = (
         "retry_after_invalid",
         "client",
         "Retry-After values that were neither delta-seconds nor an HTTP-date, by client (judge, alertmanager, webhook); ignored: the client backed off on its own.",
+        at_start=True,
     ),
     # -- the audit -----------------------------------------------------------------------
     gauge(
@@ -309,7 +336,7 @@ _ROWS = (
         "Anchor evaluations by outcome: right, wrong, error, over_budget.",
     ),
     # -- alert rules ---------------------------------------------------------------------
-    gauge("defect_rate", "service rule", "Windowed defect rate of an alert rule."),
+    gauge("defect_rate", "service rule", "Windowed defect rate of an alert rule.", at_start=True),
     gauge(
         "defect_rate_baseline",
         "service rule",
@@ -364,6 +391,7 @@ _ROWS = (
         "alert_firing",
         "service rule severity cohort",
         "1 while an alert rule fires (cohort: the cohort a cohort rule judges, else empty).",
+        at_start=True,
     ),
     gauge(
         "alert_senders_flagged",
@@ -405,6 +433,7 @@ _ROWS = (
         "alert_notifications",
         "target outcome",
         "Alerts handed to Alertmanager/webhooks, by outcome (sent, retried, failed, dropped).",
+        at_start=True,
     ),
     counter(
         "alert_state_loads",
@@ -457,6 +486,7 @@ _ROWS = (
         "build_info",
         "version python",
         "Always 1; the labels say which rag-monitor and Python are running.",
+        at_start=True,
     ),
 )
 
