@@ -17,8 +17,9 @@ from __future__ import annotations
 import functools
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.production_streams import DAY_S, EVALUATOR, START, StreamSpec
 from harness.simulated_alerts import (
@@ -33,6 +34,10 @@ from harness.simulated_alerts import (
     information_limit_s,
 )
 from monitor.config import parse_duration
+
+if TYPE_CHECKING:
+    from monitor.alerts import AlertEngine
+    from monitor.alerts.rule import Origin
 
 OLD, NEW = 0.20, 0.15  # what each revision reads of the healthy service
 RATE = 1  # records a second
@@ -74,6 +79,35 @@ def verdict(failed: bool, revision: str) -> dict[str, Any]:
     return {EVALUATOR: EvalResult(EVALUATOR, passed=not failed, revision=revision)}
 
 
+def count_record(
+    engine: AlertEngine,
+    origin: Origin,
+    now: float,
+    *,
+    switched: bool,
+    old: tuple[bool, str],
+    new: tuple[bool, str],
+    shadow: Callable[[], bool],
+    previous: Callable[[], bool],
+) -> None:
+    """One record's verdicts counted as the sidecar counts them around a switch from the
+    `old` revision to the `new` one (each: whether it read the record as failed, its name):
+    before the switch the old one is of record and the new one scores in shadow when
+    `shadow()` says so; after it the new one is of record and the old one scores beside it
+    (a results file's `previous`, as `backtest` replays it) when `previous()` says so. The
+    draws are made only in their branch, so that a run's random stream is its own."""
+    if not switched:
+        own = verdict(*old)
+        engine.count_results(origin, own, now)
+        if shadow():
+            engine.count_shadow(origin, verdict(*new), now, own)
+        return
+    own = verdict(*new)
+    engine.count_results(origin, own, now)
+    if previous():
+        engine.count_results(origin, verdict(*old), now, paired=own)
+
+
 def reads(rng: random.Random, factor: float) -> tuple[bool, bool]:
     """Whether revisions "a" and "b" read one record as failed, the service's defect rate
     `factor` times the healthy one: each reads the record's own draw half of the time and
@@ -110,16 +144,16 @@ def changeover_run(change: Changeover, seed: int) -> list[tuple[float, dict[str,
         for _ in range(RATE * step):
             old, new = reads(rng, factor)
             now = clock[0]
-            if t < 0 and change.switch:
-                own = verdict(old, "a")
-                engine.count_results(origin, own, now)
-                if rng.random() < change.shadow:
-                    engine.count_shadow(origin, verdict(new, "b"), now, own)
-                continue
-            own = verdict(new, "b")
-            engine.count_results(origin, own, now)
-            if change.switch and rng.random() < change.previous:
-                engine.count_results(origin, verdict(old, "a"), now, paired=own)
+            count_record(
+                engine,
+                origin,
+                now,
+                switched=not (t < 0 and change.switch),
+                old=(old, "a"),
+                new=(new, "b"),
+                shadow=lambda: rng.random() < change.shadow,
+                previous=lambda: change.switch and rng.random() < change.previous,
+            )
         t += step
         clock[0] = START + t
         for alert in engine.evaluate():

@@ -44,7 +44,7 @@ from harness.simulated_alerts import (
     counted,
     information_limit_s,
 )
-from harness.simulated_changeover import verdict
+from harness.simulated_changeover import count_record
 from monitor.config import parse_duration
 
 # (false-positive rate, true-positive rate) of each evaluator.
@@ -139,16 +139,16 @@ def switch_run(switch: Switch, seed: int) -> list[tuple[float, dict[str, str]]]:
             old = rng.random() < old_rates[bad]
             new = rng.random() < new_rates[bad]
             now = clock[0]
-            if t < 0:
-                own = verdict(old, switch.old)
-                engine.count_results(origin, own, now)
-                if switch.mode == "shadow" and rng.random() < SHARE:
-                    engine.count_shadow(origin, verdict(new, switch.new), now, own)
-                continue
-            own = verdict(new, switch.new)
-            engine.count_results(origin, own, now)
-            if switch.mode == "previous" and rng.random() < SHARE:
-                engine.count_results(origin, verdict(old, switch.old), now, paired=own)
+            count_record(
+                engine,
+                origin,
+                now,
+                switched=t >= 0,
+                old=(old, switch.old),
+                new=(new, switch.new),
+                shadow=lambda: switch.mode == "shadow" and rng.random() < SHARE,
+                previous=lambda: switch.mode == "previous" and rng.random() < SHARE,
+            )
         t += step
         clock[0] = at + t
         for alert in engine.evaluate():
