@@ -1,11 +1,14 @@
 """A real app's own verdicts, as the monitor read them, replayed into the alert engine on a
 simulated clock: the paging half of the real-app tests of an app's own judge and guardrail
 (`test_frameworks_external_verdicts.py`, `test_frameworks_guardrail_verdicts.py`). The
-verdicts of each phase's run, in turn, every `STEP_S`."""
+verdicts of each phase's run, in turn, every `STEP_S`. `AppRun` is one run of such an app, as
+the tests (the Chinese app's too, `test_frameworks_chinese_app.py`) keep it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from monitor.alerts import AlertEngine
 from monitor.component import Alert, Evaluated
@@ -19,6 +22,40 @@ STEP_S = 5.0
 PER_STEP = 48  # eight times each of a run's six verdicts every five seconds
 
 Judged = Sequence[tuple[RagRecord, EvalResult]]
+
+
+@dataclass
+class AppRun:
+    """One run of a real app: its answers (each with its trace id) and what the monitor made
+    of each question's trace; `variant`, the app's variant that ran ("" where it has one)."""
+
+    evaluator: str
+    answers: list[dict[str, Any]]
+    results: dict[str, dict[str, EvalResult]]  # by trace id
+    records: dict[str, RagRecord]
+    variant: str = ""
+
+    @classmethod
+    def taken(
+        cls,
+        evaluator: str,
+        answers: list[dict[str, Any]],
+        results: Mapping[str, dict[str, EvalResult]],
+        records: Mapping[str, RagRecord],
+        variant: str = "",
+    ) -> AppRun:
+        """The run of `answers`, its results and records taken from what the monitor kept."""
+        ids = [str(a["trace_id"]) for a in answers]
+        return cls(
+            evaluator, answers, {i: results[i] for i in ids}, {i: records[i] for i in ids}, variant
+        )
+
+    def judged(self) -> list[tuple[RagRecord, EvalResult]]:
+        """Each question's record and `evaluator`'s verdict on it, as the monitor read them."""
+        return [
+            (self.records[a["trace_id"]], self.results[a["trace_id"]][self.evaluator])
+            for a in self.answers
+        ]
 
 
 def rules(name: str, evaluator: str) -> list[AlertRule]:

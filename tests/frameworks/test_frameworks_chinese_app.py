@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
 import pytest
 
@@ -36,10 +35,10 @@ from harness.wait import wait_until_async
 from monitor.component import Alert
 from monitor.config import Config
 from monitor.receivers.otlp import OtlpReceivers
-from monitor.records import EXTRACTION_SUSPECT, RagRecord
+from monitor.records import EXTRACTION_SUSPECT
 from monitor.results import EvalResult
 from monitor.service import Service
-from tests.frameworks._verdict_replay import replay
+from tests.frameworks._verdict_replay import AppRun, replay
 from tests.frameworks.apps.chinese_kb import ANSWERS, KB, QUESTIONS, planted
 from tests.receivers.test_external_verdicts import Capture
 
@@ -52,25 +51,8 @@ RULE = "hallucination_zh"
 
 
 @dataclass
-class Run:
-    """One run of the app: its answers and what the monitor made of each question's trace."""
-
-    variant: str
-    answers: list[dict[str, Any]]
-    results: dict[str, dict[str, EvalResult]]  # by trace id
-    records: dict[str, RagRecord]
-
-    def judged(self) -> list[tuple[RagRecord, EvalResult]]:
-        """Each question's record and the monitor's groundedness verdict on it."""
-        return [
-            (self.records[a["trace_id"]], self.results[a["trace_id"]][EVALUATOR])
-            for a in self.answers
-        ]
-
-
-@dataclass
 class Observed:
-    runs: list[Run]
+    runs: list[AppRun]
     counted: dict[str, float]  # outcome → evaluations_total of local_groundedness
     unscored: float  # evaluations_unsupported_language_total, every label
 
@@ -117,14 +99,7 @@ async def _observe() -> Observed:
             await wait_until_async(
                 partial(_all_in, ids, capture.results), APP_WAIT_S, f"the {variant} run's records"
             )
-            runs.append(
-                Run(
-                    variant,
-                    answers,
-                    {i: capture.results[i] for i in ids},
-                    {i: capture.records[i] for i in ids},
-                )
-            )
+            runs.append(AppRun.taken(EVALUATOR, answers, capture.results, capture.records, variant))
         counted = {
             outcome: service.telemetry.registry.get_sample_value(
                 "rag_monitor_evaluations_total",
@@ -195,12 +170,12 @@ def test_every_verdict_is_counted_and_no_record_is_left_unscored(observed: Obser
     assert observed.unscored == 0
 
 
-def _replay(phases: list[tuple[float, Run]]) -> list[Alert]:
+def _replay(phases: list[tuple[float, AppRun]]) -> list[Alert]:
     sent, _ = replay(RULE, EVALUATOR, [(seconds, run.judged()) for seconds, run in phases])
     return sent
 
 
-def _fail_rate(run: Run) -> float:
+def _fail_rate(run: AppRun) -> float:
     verdicts = [v for _, v in run.judged()]
     return sum(not v.passed for v in verdicts) / len(verdicts)
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
 import pytest
 
@@ -37,10 +36,9 @@ from monitor.alerts import AlertEngine
 from monitor.component import Alert
 from monitor.config import Config
 from monitor.receivers.otlp import OtlpReceivers
-from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.service import Service
-from tests.frameworks._verdict_replay import baselines_started, replay
+from tests.frameworks._verdict_replay import AppRun, baselines_started, replay
 from tests.frameworks.apps.framework_apps import PLANTED_THREE, QUESTIONS
 from tests.receivers.test_external_verdicts import Capture
 
@@ -53,25 +51,8 @@ RUNS = (("judge-v1", "planted-1"), ("judge-v1", "planted-2"), ("judge-v2", "plan
 
 
 @dataclass
-class Run:
-    """One run of the app: its answers (with its own copy of each verdict) and what the
-    monitor made of each question's trace."""
-
-    answers: list[dict[str, Any]]
-    results: dict[str, dict[str, EvalResult]]  # by trace id
-    records: dict[str, RagRecord]
-
-    def judged(self) -> list[tuple[RagRecord, EvalResult]]:
-        """Each question's record and the app's verdict on it, as the monitor read them."""
-        return [
-            (self.records[a["trace_id"]], self.results[a["trace_id"]][EVALUATOR])
-            for a in self.answers
-        ]
-
-
-@dataclass
 class Observed:
-    runs: list[Run]
+    runs: list[AppRun]
     counted: dict[tuple[str, str], float]  # (evaluator, outcome) → evaluations_total
     refused: float  # external_verdicts_refused_total, every reason
 
@@ -115,13 +96,7 @@ async def _observe() -> Observed:
                 APP_WAIT_S,
                 f"the records of the {version} {variant} run",
             )
-            runs.append(
-                Run(
-                    answers,
-                    {i: capture.results[i] for i in ids},
-                    {i: capture.records[i] for i in ids},
-                )
-            )
+            runs.append(AppRun.taken(EVALUATOR, answers, capture.results, capture.records))
         counted = {
             (evaluator, outcome): _metric(
                 service,
@@ -203,11 +178,11 @@ def test_the_apps_judge_changing_its_version_is_a_new_revision(observed: Observe
 RULE = "app_judge"
 
 
-def _replay(phases: list[tuple[float, Run]]) -> tuple[list[Alert], AlertEngine]:
+def _replay(phases: list[tuple[float, AppRun]]) -> tuple[list[Alert], AlertEngine]:
     return replay(RULE, EVALUATOR, [(seconds, run.judged()) for seconds, run in phases])
 
 
-def _fail_rate(run: Run) -> float:
+def _fail_rate(run: AppRun) -> float:
     verdicts = [v for _, v in run.judged()]
     return sum(not v.passed for v in verdicts) / len(verdicts)
 

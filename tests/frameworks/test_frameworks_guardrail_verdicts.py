@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
 import pytest
 
@@ -40,10 +39,9 @@ from monitor.alerts import AlertEngine
 from monitor.component import Alert
 from monitor.config import Config
 from monitor.receivers.otlp import OtlpReceivers
-from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.service import Service
-from tests.frameworks._verdict_replay import baselines_started, replay
+from tests.frameworks._verdict_replay import AppRun, baselines_started, replay
 from tests.frameworks.apps.framework_apps import PLANTED_THREE, QUESTIONS
 from tests.receivers.test_external_verdicts import Capture
 
@@ -80,26 +78,8 @@ OUTCOME = {"deny": "blocked", "warn": "flagged", "allow": "passed"}
 
 
 @dataclass
-class Run:
-    """One run of the app: its answers (with the guardrail's decision on each) and what the
-    monitor made of each question's trace."""
-
-    answers: list[dict[str, Any]]
-    results: dict[str, dict[str, EvalResult]]  # by trace id
-    records: dict[str, RagRecord]
-
-    def judged(self) -> list[tuple[RagRecord, EvalResult]]:
-        """Each question's record and the guardrail's verdict on it, as the monitor read
-        them."""
-        return [
-            (self.records[a["trace_id"]], self.results[a["trace_id"]][EVALUATOR])
-            for a in self.answers
-        ]
-
-
-@dataclass
 class Observed:
-    runs: list[Run]
+    runs: list[AppRun]
     counted: dict[tuple[str, str], float]  # (evaluator, outcome) → evaluations_total
     guarded: dict[tuple[str, str], float]  # (category, verdict) → guardrail_verdicts_total
     refused: float  # external_verdicts_refused_total, every reason
@@ -144,13 +124,7 @@ async def _observe() -> Observed:
                 APP_WAIT_S,
                 f"the records of the {version} {variant} run",
             )
-            runs.append(
-                Run(
-                    answers,
-                    {i: capture.results[i] for i in ids},
-                    {i: capture.records[i] for i in ids},
-                )
-            )
+            runs.append(AppRun.taken(EVALUATOR, answers, capture.results, capture.records))
         where = {"service": SERVICE, "version": "", "route": "/ask"}
         counted = {
             (evaluator, outcome): _metric(
@@ -255,16 +229,16 @@ def test_the_guardrail_changing_its_version_is_a_new_revision(observed: Observed
 RULE = "app_guardrail"
 
 
-def _replay(phases: list[tuple[float, Run]]) -> tuple[list[Alert], AlertEngine]:
+def _replay(phases: list[tuple[float, AppRun]]) -> tuple[list[Alert], AlertEngine]:
     return replay(RULE, EVALUATOR, [(seconds, run.judged()) for seconds, run in phases])
 
 
-def _share(run: Run, labels: set[str]) -> float:
+def _share(run: AppRun, labels: set[str]) -> float:
     verdicts = [v for _, v in run.judged()]
     return sum(v.label in labels for v in verdicts) / len(verdicts)
 
 
-def _fail_rate(run: Run) -> float:
+def _fail_rate(run: AppRun) -> float:
     """The guardrail's defects: answers blocked or flagged."""
     return _share(run, {"blocked", "flagged"})
 
