@@ -144,6 +144,15 @@ def pytest_configure(config: pytest.Config) -> None:
         config.getoption("keyword") or config.getoption("markexpr") or config.getoption("--tier")
     ):
         raise pytest.UsageError("--record-cpu records whole files: no -k, -m or --tier")
+    if CPU_FOLDER is not None and not os.environ.get("PYTEST_XDIST_WORKER"):
+        # Made here, once, before the workers start: a worker that finds no folder when it
+        # writes its first file would end the whole run with an internal error.
+        try:
+            Path(CPU_FOLDER).mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise pytest.UsageError(
+                f"MONITOR_TESTS_CPU={CPU_FOLDER}: cannot make that folder ({error})"
+            ) from error
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
