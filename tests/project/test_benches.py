@@ -73,6 +73,7 @@ CASES = (
     Case("detector_quality.py", ("{data}",), r"AUROC[\s\S]*^speed: [\s\S]*^memory: "),
     Case("extraction_linear.py"),
     Case("fuzz_long.py", ("--out", "{tmp}/fuzz"), r"^target +execs +slowest +findings$"),
+    Case("hostile_prompt_run.py", (), r"^honest traces sent [\d.]+ s or more before the stop"),
     Case("hostile_records_rss.py"),
     Case("ingest.py", (), r"^reference +raw protobuf parse[\s\S]*^otlp_http +accepted"),
     Case("ingest.py", ("--sampling-cost", "1")),
