@@ -465,7 +465,7 @@ def test_lag_series_follow_the_rebalance_callbacks_not_the_clients_assignment_se
     receiver._on_assigned(both)
     receiver._refresh_status(client)
     assert lag(0) == 6 and lag(1) == 6
-    receiver._on_revoked(both)
+    _revoke(receiver, both)
     receiver._refresh_status(client)
     assert lag(0) is None and lag(1) is None
     receiver._on_assigned({TopicPartition("in", 0)})
@@ -493,7 +493,7 @@ def test_a_partition_given_away_hands_its_open_traces_back_and_one_given_back_ke
     stage.waiting_in_traces = 2  # so the revoke does not wait out its grace for them
     # The stage settles the handed-back message as not finished, before `abandon` returns.
     stage.on_abandon = lambda: receiver._delivered(given, 5, False)
-    receiver._on_revoked({p0, p1})
+    _revoke(receiver, {p0, p1})
     assert stage.handed_back == []  # not before the assignment says which come back
     # Meanwhile their open traces wait, however long the rejoin takes.
     assert stage.suspended == [{kept, given}]
@@ -511,6 +511,62 @@ def test_a_partition_given_away_hands_its_open_traces_back_and_one_given_back_ke
     fresh.drop(5)
     fresh.finish(6)
     assert fresh.outstanding == 0 and fresh.committable is None
+
+
+def _revoke(receiver: KafkaReceiver, revoked: set[TopicPartition]) -> tuple[int, Any]:
+    """Runs a revoke to its end as the listener does, without waiting between its looks:
+    (how many looks it waited for, the commit it sent)."""
+    revoking, waits = receiver._on_revoked(revoked), 0
+    while True:
+        try:
+            next(revoking)
+        except StopIteration as done:
+            return waits, done.value
+        waits += 1
+
+
+class _CommittingClient:
+    def __init__(self) -> None:
+        self.sent: list[dict[TopicPartition, Any]] = []
+
+    def commit_async(self, offsets: dict[TopicPartition, Any]) -> str:
+        self.sent.append(offsets)
+        return "the commit's future"
+
+
+def test_a_revoke_waits_for_messages_in_flight_in_the_clients_loop_never_blocking_it() -> None:
+    """A revoke gives the messages in flight a grace to finish before it commits. Between
+    its looks at them it yields to kafka-python's IO loop (the listener awaits the loop's
+    own sleep), so heartbeats go on; a blocking sleep would hold every task of that loop,
+    the group's heartbeats included. Once they finish, it commits through them."""
+    from kafka.net.selector import KernelEvent
+
+    from monitor.receivers.kafka._rebalance import Listener
+
+    stage = _Stage()
+    receiver = _receiver(stage)
+    p0 = TopicPartition("in", 0)
+    receiver._on_assigned({p0})
+    tracker = receiver._tracker(p0)
+    client = _CommittingClient()
+    receiver._consumer = client  # type: ignore[assignment]
+    tracker.add(5, 1)  # a message in flight, not waiting in an open trace
+    revoking = receiver._on_revoked({p0})
+    assert next(revoking) > 0 and next(revoking) > 0  # still in flight: it waits
+    assert client.sent == []
+    receiver._delivered(tracker, 5, True)  # the evaluation finishes
+    with pytest.raises(StopIteration) as done:
+        next(revoking)
+    assert done.value.value == "the commit's future"
+    assert [{tp: o.offset for tp, o in sent.items()} for sent in client.sent] == [{p0: 6}]
+
+    # The listener hands each wait to the client's loop as that loop's sleep event.
+    receiver._on_assigned({p0})
+    receiver._tracker(p0).add(9, 1)
+    listening = Listener(receiver).on_partitions_revoked({p0})
+    event = listening.send(None)
+    assert isinstance(event, KernelEvent) and event.method == "_sleep"
+    listening.close()
 
 
 def _receiver(stage: _Stage) -> KafkaReceiver:
@@ -786,7 +842,7 @@ def test_a_partition_given_straight_back_while_paused_is_read_again_once_the_wor
     receiver._backpressure(client)
     assert client.paused() == {p0, p1} and receiver.paused
     stage.waiting_in_traces = 4  # the revoke does not wait out its grace for them
-    receiver._on_revoked({p0, p1})
+    _revoke(receiver, {p0, p1})
     client.rebalance({p0})  # given straight back, still paused
     receiver._on_assigned({p0})
     first, *rest = stage.deliveries

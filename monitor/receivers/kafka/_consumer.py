@@ -37,7 +37,6 @@ import random
 import threading
 import time
 from collections import deque
-from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import CorruptRecordError
@@ -50,7 +49,7 @@ from monitor.receivers.kafka._dead_letter import DeadLetters
 from monitor.receivers.kafka._intake import Batch, KafkaIntake, Token
 from monitor.receivers.kafka._loop import StageThroughLoop
 from monitor.receivers.kafka._offsets import PartitionTracker
-from monitor.receivers.kafka._rebalance import Listener, Partitions
+from monitor.receivers.kafka._rebalance import Listener, Partitions, Revoking
 from monitor.receivers.kafka._status import LagGauge, heartbeat_age
 from monitor.receivers.kafka._unreadable import skip_unreadable
 from monitor.shared.retry import Retry, RetryPolicy
@@ -409,9 +408,9 @@ class KafkaReceiver:
 
     # -- rebalance callbacks (consumer thread, inside poll) ---------------------------------
 
-    def _on_revoked(self, revoked: set[TopicPartition]) -> Any:
-        """Returns the commit sent for the revoked partitions (a kafka-python future), if
-        any."""
+    def _on_revoked(self, revoked: set[TopicPartition]) -> Revoking:
+        """Waits between looks at the messages in flight, then ends with the commit sent
+        for the revoked partitions (a kafka-python future), if any (`Partitions.revoked`)."""
         return self._partitions.revoked(revoked, self._consumer, closing=self._stop.is_set())
 
     def _on_assigned(self, assigned: set[TopicPartition]) -> None:

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from typing import Any, Protocol
 
 from kafka import AsyncConsumerRebalanceListener, KafkaConsumer, TopicPartition
+from kafka.net.selector import KernelEvent
 
 from monitor.receivers.kafka._commits import Commits, finished_before
 from monitor.receivers.kafka._loop import StageThroughLoop
@@ -29,16 +30,21 @@ from monitor.telemetry import RateLimitedLog
 
 log = logging.getLogger(__name__)
 
-# How long a revoke waits for the revoked partitions' messages in flight to finish (it
-# blocks the client's heartbeats meanwhile); messages waiting in open traces are not
-# waited for.
+# How long a revoke waits for the revoked partitions' messages in flight to finish;
+# messages waiting in open traces are not waited for. The wait yields to the client's IO
+# loop between looks, so heartbeats go on meanwhile.
 REVOKE_GRACE_S = 3.0
+_REVOKE_LOOK_S = 0.005
+
+# What a revoke yields between its looks: seconds to wait, and its end value the commit it
+# sent (a kafka-python future) or None.
+Revoking = Generator[float, None, Any]
 
 
 class Rebalanced(Protocol):
     """What the listener tells of a rebalance (`KafkaReceiver`)."""
 
-    def _on_revoked(self, revoked: set[TopicPartition]) -> Any: ...
+    def _on_revoked(self, revoked: set[TopicPartition]) -> Revoking: ...
 
     def _on_assigned(self, assigned: set[TopicPartition]) -> None: ...
 
@@ -53,7 +59,17 @@ class Listener(AsyncConsumerRebalanceListener):  # type: ignore[misc]
         self._receiver = receiver
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        sent = self._receiver._on_revoked(revoked)
+        revoking = self._receiver._on_revoked(revoked)
+        while True:
+            try:
+                delay = next(revoking)
+            except StopIteration as done:
+                sent = done.value
+                break
+            # The client's IO loop runs its other tasks (heartbeats) meanwhile, where a
+            # blocking sleep would hold them all (kafka-python's own sleep event: its loop
+            # is not asyncio's).
+            await KernelEvent("_sleep", delay)
         if sent is not None:
             try:
                 await sent
@@ -99,8 +115,9 @@ class Partitions:
 
     def revoked(
         self, revoked: set[TopicPartition], consumer: KafkaConsumer | None, *, closing: bool
-    ) -> Any:
-        """Returns the commit sent for the revoked partitions (a kafka-python future), if
+    ) -> Revoking:
+        """Yields the seconds to wait before each new look at the messages in flight, and
+        ends with the commit sent for the revoked partitions (a kafka-python future), if
         any. `closing`: the member is leaving at shutdown, which drained already."""
         # Open traces are not released here: one released now would be evaluated cut
         # short. Their messages stay unfinished, so the commit below stops before them.
@@ -109,16 +126,16 @@ class Partitions:
             self._stage.suspend(mine)
         deadline = time.monotonic() + (0 if closing else REVOKE_GRACE_S)
         # Messages waiting in open traces finish only when more spans come: the grace is
-        # for the others. Asked again each time: queued messages join open traces while
-        # it runs.
+        # for the others. Asked again after each wait, the completions taken in first:
+        # queued messages join open traces while it runs.
+        self._settle()
         while (
             mine
             and sum(t.outstanding for t in mine) > self._stage.holds(mine)
             and time.monotonic() < deadline
         ):
+            yield _REVOKE_LOOK_S
             self._settle()
-            time.sleep(0.005)
-        self._settle()
         sent = self._commits.commit(consumer, mine, wait=False)
         for tp in revoked:
             leaving = self.trackers.pop(tp, None)
