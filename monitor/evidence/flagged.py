@@ -66,7 +66,6 @@ class FlaggedRates:
         # widen the expectation's error past any rise while a flagged sender is new.
         return rate, rate * (1.0 - rate) / sum(s[0] for s in seen)
 
-
     def plus(self, index: int, n: float, d: float) -> FlaggedRates:
         """These rates with `n` more clean verdicts of bucket `index`, `d` of them defects."""
         if n <= 0:
