@@ -66,10 +66,21 @@ class FlaggedRates:
         # widen the expectation's error past any rise while a flagged sender is new.
         return rate, rate * (1.0 - rate) / sum(s[0] for s in seen)
 
+    def plus(self, index: int, n: float, d: float) -> FlaggedRates:
+        """These rates with `n` more clean verdicts of bucket `index`, `d` of them defects."""
+        if n <= 0:
+            return self
+        return flagged_rates([(index, n, d)], self.by_hour, self)
 
-def flagged_rates(parts: Iterable[tuple[int, float, float]], by_hour: bool) -> FlaggedRates:
-    """The rates of `parts`: (bucket index, flagged clean verdicts, their defects)."""
+
+def flagged_rates(
+    parts: Iterable[tuple[int, float, float]], by_hour: bool, base: FlaggedRates | None = None
+) -> FlaggedRates:
+    """The rates of `parts`: (bucket index, flagged clean verdicts, their defects), added
+    to `base`'s."""
     hours = [[0.0, 0.0] for _ in range(DAY_HOURS if by_hour else 1)]
+    if base is not None and base.hours:
+        hours = [[n, d] for n, d in base.hours]
     for index, n, d in parts:
         row = hours[index % DAY_HOURS if by_hour else 0]
         row[0] += n

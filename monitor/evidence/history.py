@@ -127,8 +127,10 @@ class History(Buckets):
         # bucket -> what flagged senders sent there, as the history holds it (verdicts, their
         # defects, those without a conversation, their defects): buckets past the screen.
         self._screened: dict[int, tuple[float, float, float, float]] = {}
-        # Flagged senders' share of the verdicts sent now, and their rates.
+        # Flagged senders' share of the verdicts sent now, and their rates: those of the
+        # buckets before the newest (as of the newest's start), and with the newest's.
         self._sent = Sent(window_s)
+        self._flagged_older = FlaggedRates()
         self._flagged = FlaggedRates()
 
     @property
@@ -165,15 +167,20 @@ class History(Buckets):
 
     def _screen_newest(self) -> None:
         """The newest bucket's flagged senders' clean verdicts as the screen holds them
-        now (the older buckets' are as of the bucket's start, `_compute_profile`)."""
+        now (the older buckets' are as of the bucket's start, `_compute_profile`), and
+        their rates with them: a flagged sender's clean hour counts as seen while the
+        window still moves its verdicts into the history (a page that held the hour's
+        first verdicts out leaves it clean verdicts only there)."""
         flagged = self._senders.flagged_at(self.newest)
+        self._flagged = self._flagged_older
         if flagged is None or flagged[0] <= 0:
             self.screened_clean.pop(self.newest, None)
             return
         clean, held = self.counts(self.newest)
         part = self._share(self.newest, flagged) * clean / (clean + held) if clean > 0 else 0.0
         n, d, sn, _, _ = flagged
-        self.screened_clean[self.newest] = (min(clean, n * part), d * part, sn * part)
+        screened = self.screened_clean[self.newest] = (min(clean, n * part), d * part, sn * part)
+        self._flagged = self._flagged_older.plus(self.newest, screened[0], screened[1])
 
     def complete_days(self) -> int:
         return len(self._profile().days)
@@ -365,9 +372,10 @@ class History(Buckets):
             for b in buckets
             if b.screened_n > 0
         }
-        self._flagged = flagged_rates(
-            ((i, n, d) for i, (n, d, _) in self.screened_clean.items()), self.season != "none"
-        )
+        by_hour = self.season != "none"
+        parts = [(i, n, d) for i, (n, d, _) in self.screened_clean.items()]
+        self._flagged_older = flagged_rates([p for p in parts if p[0] != self.newest], by_hour)
+        self._flagged = flagged_rates(parts, by_hour)
         return measure_profile(
             buckets, self.season, self.steps, self.origin, self.newest, self._log_budget
         )
