@@ -208,8 +208,11 @@ def sender_key(address: str | None, instance: str | None, resource: str | None) 
     """A sender's key: the client's address, then after a `/` its `service.instance.id` and
     its resource's digest after a `~` (`10.0.0.7/pod-7f9c~3fa9c2d1e0b4`,
     `10.0.0.7/~3fa9c2d1e0b4` without an id; any part alone when the others are not known;
-    None: none is, as for records given as records and Kafka's)."""
-    own = (instance or "") + (f"~{resource}" if resource else "")
+    None: none is, as for records given as records and Kafka's). The id is the sender's
+    own word: a `/` or `~` in it is escaped, so that an id cannot read as an address
+    (`6.6.6.6/x` from a sender with no address known) or as a digest."""
+    claimed = (instance or "").replace("%", "%25").replace("/", "%2F").replace("~", "%7E")
+    own = claimed + (f"~{resource}" if resource else "")
     return "/".join(p for p in (address, own) if p) or None
 
 

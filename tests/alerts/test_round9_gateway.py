@@ -21,7 +21,7 @@ from aiohttp.test_utils import make_mocked_request
 
 from monitor.alerts import AlertEngine
 from monitor.alerts.rule import Origin
-from monitor.evidence.senders import ADMIT_VERDICTS, FULL, ONE_SENDER, Senders
+from monitor.evidence.senders import ADMIT_VERDICTS, FULL, ONE_SENDER, Senders, address_of
 from monitor.exporters.firing_alerts import FiringAlertsPage
 from monitor.records import resource_digest, sender_key
 from monitor.telemetry import Telemetry, create_telemetry
@@ -222,6 +222,12 @@ def test_a_resources_digest_reads_every_attribute() -> None:
     assert sender_key("10.0.0.7", None, one) == f"10.0.0.7/~{one}"
     assert sender_key("10.0.0.7", None, None) == "10.0.0.7"
     assert sender_key(None, None, None) is None
+    # An id is the sender's own word: it cannot make a key read as another address.
+    claimed = sender_key(None, "6.6.6.6/pod-1~abc", one)
+    assert claimed == f"6.6.6.6%2Fpod-1%7Eabc~{one}"
+    assert claimed is not None and address_of(claimed) is None
+    behind = sender_key("10.0.0.7", "6.6.6.6/pod-1", None)
+    assert behind is not None and address_of(behind) == "10.0.0.7"
 
 
 def test_alerts_page_lists_the_flagged_senders() -> None:
