@@ -4,9 +4,11 @@ on from it as the version that wrote it would have.
 `testdata/state_v2.json` was written by the version-2 code (its `write_fixture` below, run on
 that code), with what that code then sent over the next `CONTINUED` evaluations in
 `testdata/state_v2_continued.json`. `testdata/state_v4.json` and its continuation were
-written the same way by the version-4 code that still saved every key it had ever saved
-(a regression rule's last advance, its first level's `frozen`, its changeover's replaced
-revision beside the entry's), before those were left out as values a restart does not need.
+written the same way by the version-4 code that saved values a restart does not read (a
+regression rule's last advance, its first level's `frozen` beside its cut's design effect,
+the whole expectation a held page reads two figures of, two flags for what ids set aside
+are judged by, and nulls: a sequential rule's lean, a trailing rule's pinned level, the
+severity of kinds whose pages have none), before those were left out.
 """
 
 from __future__ import annotations
