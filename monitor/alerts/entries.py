@@ -289,27 +289,23 @@ class Entries:
             i, service, cohort = key
             rule = self._rules[i]
             conversations = self._conversations.get(key)
-            yield (
-                rule.config.name,
-                fingerprint(rule),
-                service,
-                cohort,
-                {
-                    "revision": entry.revision,
-                    "firing": entry.firing,
-                    "started_at": entry.started_at,
-                    "last_sent": entry.last_sent,
-                    "severity": entry.severity,
-                    "where": list(entry.where) if entry.where is not None else None,
-                    "conversations": (
-                        conversations.snapshot()
-                        if conversations is not None and _held(conversations)
-                        else []
-                    ),
-                    "state": entry.state.snapshot(),
-                    "replaced": self._revisions.saved(key),
-                },
-            )
+            saved = {
+                "revision": entry.revision,
+                "firing": entry.firing,
+                "started_at": entry.started_at,
+                "last_sent": entry.last_sent,
+                "where": list(entry.where) if entry.where is not None else None,
+                "conversations": (
+                    conversations.snapshot()
+                    if conversations is not None and _held(conversations)
+                    else []
+                ),
+                "state": entry.state.snapshot(),
+                "replaced": self._revisions.saved(key),
+            }
+            if entry.severity is not None:  # only a kind whose pages say theirs has one
+                saved["severity"] = entry.severity
+            yield rule.config.name, fingerprint(rule), service, cohort, saved
 
     def restore(
         self,
@@ -385,7 +381,7 @@ class Entries:
     def _restored(self, key: Key, saved: Any) -> tuple[Entry, Units]:
         state = self._kinds[key[0]].new_state(series=series(key))
         state.restore(saved["state"])
-        firing, revision, severity = saved["firing"], saved["revision"], saved["severity"]
+        firing, revision, severity = saved["firing"], saved["revision"], saved.get("severity")
         if not isinstance(firing, bool):
             raise TypeError("firing is not true or false")
         if revision is not None and not isinstance(revision, str):

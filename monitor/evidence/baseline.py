@@ -387,7 +387,7 @@ class Baseline:
     # -- the state file -------------------------------------------------------------------
 
     def saved(self) -> dict[str, Any]:
-        """The baseline's part of the rule's saved state (its keys as they always were)."""
+        """The baseline's part of the rule's saved state (`baseline_state`)."""
         return baseline_saved(self)
 
     def restore(self, raw: Any) -> None:

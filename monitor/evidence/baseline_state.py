@@ -1,4 +1,4 @@
-"""A `Baseline`'s part of a regression rule's state file: its keys as they always were."""
+"""A `Baseline`'s part of a regression rule's state file."""
 
 from __future__ import annotations
 
@@ -35,14 +35,12 @@ class Saved(Protocol):
 
 
 def baseline_saved(baseline: Saved) -> dict[str, Any]:
-    """The baseline's part of the rule's saved state (its keys as they always were)."""
+    """The baseline's part of the rule's saved state (a pinned level, a shadow, a slope
+    only when there is one)."""
     change = baseline.changeover
     out: dict[str, Any] = {
         "history": baseline.history.snapshot(),
         "held": held_saved(baseline.held),
-        "pinned": None
-        if baseline.pinned is None
-        else [baseline.pinned[0], baseline.pinned[1], *level_saved(baseline.pinned[2])],
         "resolved_at": baseline.resolved_at,
         "changeover": None if change is None else changeover_saved(change),
         "translated": None if baseline.translated is None else list(baseline.translated),
@@ -52,6 +50,8 @@ def baseline_saved(baseline: Saved) -> dict[str, Any]:
         else [[bucket, *sums] for bucket, sums in change.interim.items()],
         "first": baseline.first.saved(),
     }
+    if baseline.pinned is not None:  # only a pinned reference has one
+        out["pinned"] = [baseline.pinned[0], baseline.pinned[1], *level_saved(baseline.pinned[2])]
     if baseline.shadow is not None:
         out["shadow"] = baseline.shadow.saved()
     if baseline.slope is not None:
@@ -63,7 +63,7 @@ def baseline_restore(baseline: Saved, raw: Any) -> None:
     """Takes back `baseline_saved`."""
     baseline.history.restore(raw["history"])
     baseline.held = held_restored(raw["held"])
-    pinned = raw["pinned"]
+    pinned = raw.get("pinned")
     if pinned is not None:
         start, end, mean, variance, samples, units = (nonnegative(x) for x in pinned)
         baseline.pinned = (start, end, Level(mean, variance, int(samples), units))

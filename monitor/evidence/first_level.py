@@ -71,7 +71,8 @@ class FirstLevel:
     min_samples: float
     start: float | None = None
     units: dict[int, list[float]] = field(default_factory=dict)
-    # Cut short at a change: the units before it are the level.
+    # Cut short at a change: the units before it are the level (not saved: a cut level
+    # is the one with `cut_design`).
     frozen: bool = False
     # Once ready its units no longer change (`restore` starts over): asked for every verdict.
     full: bool = False
@@ -266,13 +267,14 @@ class FirstLevel:
         return {
             "start": self.start,
             "units": [[index, *sums] for index, sums in sorted(self.units.items())],
-            "frozen": self.frozen,
             "held": self.held,
             "cut_design": self.cut_design,
         }
 
     def restore(self, raw: Any) -> None:
-        """A saved level; None (a state file from before it was kept) starts none."""
+        """A saved level; None (a state file from before it was kept) starts none. A level
+        cut at a change is one with the cut's design effect (files that kept `frozen` apart
+        say so, as files from before the cut's design effect was kept do alone)."""
         self.start, self.units, self.frozen, self.full, self.held = None, {}, False, False, False
         self.cut_design, self._suspected = None, None
         if raw is None:
@@ -281,10 +283,6 @@ class FirstLevel:
             raise TypeError("first verdicts: a mapping with units expected")
         start = raw.get("start")
         self.start = None if start is None else saved_number(start)
-        frozen = raw.get("frozen", False)
-        if not isinstance(frozen, bool):
-            raise TypeError("first verdicts: frozen is true or false")
-        self.frozen = frozen
         held = raw.get("held", False)
         if not isinstance(held, bool):
             raise TypeError("first verdicts: held is true or false")
@@ -292,6 +290,10 @@ class FirstLevel:
         cut_design = raw.get("cut_design")
         # A level cut before its design effect was kept counts its own units'.
         self.cut_design = None if cut_design is None else max(saved_number(cut_design), 1.0)
+        frozen = raw.get("frozen", self.cut_design is not None)
+        if not isinstance(frozen, bool):
+            raise TypeError("first verdicts: frozen is true or false")
+        self.frozen = frozen
         for entry in raw["units"]:
             if not isinstance(entry, list) or len(entry) != 4:
                 raise TypeError("first verdicts: [unit, verdicts, sum, squares] expected")

@@ -6,27 +6,42 @@ rule kind holds one per service and decides with it; its form in the state file 
 
 from __future__ import annotations
 
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 from typing import Any
 
-from monitor.evidence.counts import Batch
+from monitor.evidence.counts import Batch, Moments
 from monitor.evidence.history import Expectation
 from monitor.evidence.sequential import Bets, SequentialTest, bets
 from monitor.evidence.terms import Terms
 from monitor.evidence.window import saved_number
 
 
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """The last expectation that held enough to judge against, as a page holding on it
+    reads it: its mean and its verdicts (`Expectation.reference`), and when it was judged
+    against."""
+
+    mean: float
+    samples: int
+    at: float
+
+    def reference(self) -> Moments:
+        """The level as counts: its verdicts at its mean."""
+        return Moments(self.samples, self.mean * self.samples, 0.0)
+
+
 @dataclass(slots=True)
 class Judging:
     """The sequential test (`sequential`, None for the window test) with the units waiting
     for its next batch and its bets against the last expectation; or the window test, which
-    follows only since when the window leans up (`leaning_since`; the sequential test
-    follows it too while a fresh rule's first verdicts are its level). `advanced_at` and
+    follows only since when the window leans up (`leaning_since`). `advanced_at` and
     `expected`: the last advance and what the current window is compared with since (not
-    saved: an advance comes before every judgment). `judged` and `judged_at`: the last
-    expectation that held enough to judge against, and when (saved): a page whose baseline
-    empties (a canary that took all the traffic, a reference with no verdicts) holds on it
-    rather than resolving against nothing (docs/alerts.md, "A page holds")."""
+    saved: an advance comes before every judgment). `judged`: the last expectation that
+    held enough to judge against, as a page holding on it reads it, and when (saved): a
+    page whose baseline empties (a canary that took all the traffic, a reference with no
+    verdicts) holds on it rather than resolving against nothing (docs/alerts.md, "A page
+    holds")."""
 
     sequential: SequentialTest | None
     batch: Batch
@@ -34,8 +49,7 @@ class Judging:
     leaning_since: float | None = None
     advanced_at: float | None = None
     expected: Expectation | None = None
-    judged: Expectation | None = None
-    judged_at: float | None = None
+    judged: Judged | None = None
 
     @staticmethod
     def empty(sequential: bool, steps: int) -> Judging:
@@ -51,8 +65,9 @@ class Judging:
     def follow(self, settled: bool, now: float) -> None:
         """The last advance's expectation at `now` becomes the level last judged against
         when it holds enough (`settled`); otherwise the one before stays."""
-        if settled and self.expected is not None:
-            self.judged, self.judged_at = self.expected, now
+        expected = self.expected
+        if settled and expected is not None:
+            self.judged = Judged(expected.mean, expected.samples, now)
 
     def bet(self, terms: Terms, settled: bool) -> None:
         """The sequential test's bets for its next batches of a rule of `terms`, against the
@@ -64,37 +79,44 @@ class Judging:
             self.bets = bets(expected, terms)
 
     def saved(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"leaning_since": self.leaning_since, "last": self.advanced_at}
+        """Its part of the rule's saved state: what a restart reads. The last advance is
+        left out (an advance comes before every judgment), and so is a lean or a level
+        judged against that there is none of (the sequential test has no lean)."""
+        out: dict[str, Any] = {}
+        if self.leaning_since is not None:
+            out["leaning_since"] = self.leaning_since
         if self.judged is not None:
-            # kappa's estimate is left out: a level restored is judged at kappa.
-            out["judged"] = [self.judged_at, *astuple(self.judged)[:9]]
+            out["judged"] = [self.judged.at, self.judged.mean, self.judged.samples]
         if self.sequential is not None:
             out["sequential"] = self.sequential.snapshot()
         return out
 
     def restore(self, raw: Any) -> None:
-        """Takes back `saved()`'s keys of a rule's saved state; raises TypeError or
-        ValueError on anything else."""
-        leaning, last = raw["leaning_since"], raw["last"]
+        """Takes back `saved()`'s keys of a rule's saved state (the last advance, which
+        files that kept it hold, is not read); raises TypeError or ValueError on anything
+        else."""
+        leaning = raw.get("leaning_since")
         self.leaning_since = None if leaning is None else saved_number(leaning, nonnegative=True)
-        self.advanced_at = None if last is None else saved_number(last, nonnegative=True)
         # A state file from before pages held on their last level has none.
         judged = raw.get("judged")
         if judged is not None:
-            self.judged_at, self.judged = _judged_restored(judged)
+            self.judged = _judged_restored(judged)
         if self.sequential is not None and raw.get("sequential") is not None:
             self.sequential.restore(raw["sequential"])
 
 
-def _judged_restored(raw: Any) -> tuple[float, Expectation]:
-    """`[time, *Expectation's fields]` as `Judging.saved` wrote them, checked."""
-    if not isinstance(raw, list) or len(raw) != 10:
-        raise TypeError("judged is not [time, mean, variance, se2, samples, kappa, rho, ...]")
-    at, variance, se2, samples, kappa, rho, design, rho_bound, excess = (
-        saved_number(x, nonnegative=True) for x in (raw[0], *raw[2:])
-    )
-    mean = saved_number(raw[1])
+# `judged` as files that kept the whole expectation hold it: [time, mean, variance, se2,
+# samples, kappa, rho, design, rho_bound, excess].
+_WHOLE_EXPECTATION = 10
+
+
+def _judged_restored(raw: Any) -> Judged:
+    """`[time, mean, verdicts]` as `Judging.saved` writes it (or the whole expectation, as
+    files before it hold it, of which the same three are read), checked."""
+    if not isinstance(raw, list) or len(raw) not in (3, _WHOLE_EXPECTATION):
+        raise TypeError("judged is not [time, mean, verdicts]")
+    at, mean = saved_number(raw[0], nonnegative=True), saved_number(raw[1])
+    samples = saved_number(raw[4] if len(raw) == _WHOLE_EXPECTATION else raw[2], nonnegative=True)
     if samples != int(samples):
         raise ValueError("judged: a fractional count of verdicts")
-    expected = Expectation(mean, variance, se2, int(samples), kappa, rho, design, rho_bound, excess)
-    return at, expected
+    return Judged(mean, int(samples), at)

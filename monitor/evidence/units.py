@@ -54,7 +54,9 @@ REPEAT_RHO_Z = 2.0
 # The cut depends on counts alone, never on verdicts, so what is counted is not biased.
 REPEAT_SHARE = 0.05
 REPEAT_MIN_COUNTED = 10
-# What verdicts of ids set aside are judged by (`Units.by_sessions`).
+# What verdicts of ids set aside are judged by (`Units.by_sessions`), in log lines and in
+# the state file.
+_FALLBACK_SAVED = {True: "sessions", False: "requests"}
 _BY = {
     True: "their id's sessions (split at each pause of alerts.conversation_idle)",
     False: "request",
@@ -376,23 +378,32 @@ class Units:
         return sessions + requests if self.by_sessions else requests
 
     def snapshot(self) -> dict[str, Any]:
+        """The conversations, sessions and requests, and what ids set aside are judged by
+        (`fallback`: null while they are not, else `"sessions"` or `"requests"`)."""
+        fallback = None if not self.fallback else _FALLBACK_SAVED[self.by_sessions]
         return {
             **self.conversations.snapshot(),
             "requests": self.requests.snapshot(),
             "sessions": self.sessions.snapshot(),
-            "fallback": self.fallback,
-            "by_sessions": self.by_sessions,
+            "fallback": fallback,
         }
 
     def restore(self, raw: Any) -> None:
         """Takes back `snapshot` (or `Conversations.snapshot`, as earlier files hold; files
-        without sessions start them anew)."""
+        without sessions start them anew; files that kept `fallback` as two flags, whether
+        ids were set aside and `by_sessions`, are read as such)."""
         self.conversations.restore(raw)
         if isinstance(raw, dict) and "requests" in raw:
             self.requests.restore(raw["requests"])
             if "sessions" in raw:
                 self.sessions.restore(raw["sessions"])
-            fallback, by_sessions = raw.get("fallback", False), raw.get("by_sessions", False)
-            if not isinstance(fallback, bool) or not isinstance(by_sessions, bool):
-                raise TypeError("conversations: fallback is not true or false")
-            self.fallback, self.by_sessions = fallback, by_sessions and fallback
+            fallback = raw.get("fallback")
+            if isinstance(fallback, bool):
+                by_sessions = raw.get("by_sessions", False)
+                if not isinstance(by_sessions, bool):
+                    raise TypeError("conversations: by_sessions is not true or false")
+                fallback = _FALLBACK_SAVED[by_sessions] if fallback else None
+            if fallback is not None and fallback not in _FALLBACK_SAVED.values():
+                raise TypeError("conversations: fallback is not null, sessions or requests")
+            self.fallback = fallback is not None
+            self.by_sessions = fallback == _FALLBACK_SAVED[True]

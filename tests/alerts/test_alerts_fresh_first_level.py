@@ -102,8 +102,8 @@ def test_its_state_survives_a_restart_and_an_old_file_has_none() -> None:
     assert not again.frozen
     again.restore(None)
     assert again.count == 0 and again.level(1000.0) is None
-    old = level.saved()
-    del old["frozen"]  # a state file from before levels were cut at a rise
+    old = level.saved()  # a state file from before levels were cut at a rise: no cut
+    assert "frozen" not in old and old["cut_design"] is None
     again.restore(old)
     assert again.level(1000.0) == level.level(1000.0)
     with pytest.raises(TypeError):
@@ -202,8 +202,9 @@ def test_a_cut_level_counts_the_design_effect_of_every_unit_each_part_about_its_
     again = FirstLevel(500)
     again.restore(json.loads(json.dumps(level.saved())))
     assert again.level(1000.0) == cut
-    old = level.saved()
-    del old["cut_design"]  # a state file from before the cut's design effect was kept
+    # A state file from before the cut's design effect was kept says the level was cut.
+    old = {**level.saved(), "frozen": True}
+    del old["cut_design"]
     again.restore(old)
     own = again.level(1000.0)
     assert own is not None and own.error_units > 4 * own.samples

@@ -95,3 +95,35 @@ def test_sessions_and_the_unit_judged_by_survive_a_restart() -> None:
     arrival, _ = again.add(3, None, PASS, LEVELS, now + 3 * IDLE_S + TURN_S)
     assert arrival is not None and arrival.earlier == 1
     assert again.fallback and again.by_sessions
+
+
+@pytest.mark.parametrize(
+    ("flags", "fallback", "by_sessions"),
+    [
+        ({"fallback": True, "by_sessions": True}, True, True),
+        ({"fallback": True, "by_sessions": False}, True, False),
+        ({"fallback": True}, True, False),
+        ({"fallback": False, "by_sessions": False}, False, False),
+        ({}, False, False),
+    ],
+)
+def test_what_ids_set_aside_are_judged_by_is_one_value_and_files_of_two_flags_read(
+    flags: dict[str, bool], fallback: bool, by_sessions: bool
+) -> None:
+    """Saved as one value (null, "sessions" or "requests"); files that kept it as two flags
+    (`fallback`, `by_sessions`), or as one before sessions, restore as they said."""
+    saved = Units(IDLE_S).snapshot()
+    saved.pop("fallback")
+    units = Units(IDLE_S)
+    units.restore({**saved, **flags})
+    assert (units.fallback, units.by_sessions) == (fallback, by_sessions)
+    again = Units(IDLE_S)
+    again.restore(units.snapshot())
+    assert (again.fallback, again.by_sessions) == (fallback, by_sessions)
+    assert units.snapshot()["fallback"] == (
+        None if not fallback else "sessions" if by_sessions else "requests"
+    )
+    assert "by_sessions" not in units.snapshot()
+    for malformed in ({"fallback": "yes"}, {"fallback": True, "by_sessions": "yes"}):
+        with pytest.raises(TypeError):
+            Units(IDLE_S).restore({**saved, **malformed})

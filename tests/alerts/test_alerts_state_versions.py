@@ -3,7 +3,12 @@ on from it as the version that wrote it would have.
 
 `testdata/state_v2.json` was written by the version-2 code (its `write_fixture` below, run on
 that code), with what that code then sent over the next `CONTINUED` evaluations in
-`testdata/state_v2_continued.json`.
+`testdata/state_v2_continued.json`. `testdata/state_v4.json` and its continuation were
+written the same way by the version-4 code that saved values a restart does not read (a
+regression rule's last advance, its first level's `frozen` beside its cut's design effect,
+the whole expectation a held page reads two figures of, two flags for what ids set aside
+are judged by, and nulls: a sequential rule's lean, a trailing rule's pinned level, the
+severity of kinds whose pages have none), before those were left out.
 """
 
 from __future__ import annotations
@@ -120,9 +125,11 @@ def _shown(alerts: list[Alert]) -> list[list[Any]]:
     return [[a.status, dict(a.labels), dict(a.annotations)] for a in alerts]
 
 
-def _copied(tmp: Path, edit: Callable[[dict[str, Any]], None] | None = None) -> Path:
-    """The version-2 fixture copied to `tmp` (changed by `edit`)."""
-    data = json.loads((TESTDATA / "state_v2.json").read_text())
+def _copied(
+    tmp: Path, edit: Callable[[dict[str, Any]], None] | None = None, fixture: str = "state_v2"
+) -> Path:
+    """A fixture (the version-2 one by default) copied to `tmp` (changed by `edit`)."""
+    data = json.loads((TESTDATA / f"{fixture}.json").read_text())
     if edit is not None:
         edit(data)
     path = tmp / "state.json"
@@ -149,8 +156,8 @@ async def _continued(path: Path, saved_at: float) -> Any:
     )
 
 
-def _saved_at() -> float:
-    return float(json.loads((TESTDATA / "state_v2.json").read_text())["saved_at"])
+def _saved_at(fixture: str = "state_v2") -> float:
+    return float(json.loads((TESTDATA / f"{fixture}.json").read_text())["saved_at"])
 
 
 async def test_a_version_2_file_loads_and_the_engine_goes_on_as_before(tmp_path: Path) -> None:
@@ -158,6 +165,20 @@ async def test_a_version_2_file_loads_and_the_engine_goes_on_as_before(tmp_path:
     expected = json.loads((TESTDATA / "state_v2_continued.json").read_text())
     got = await _continued(path, saved_at)
     assert got["firing"] == [["absolute", "shop"], ["regression_h", "shop"]]
+    assert got == expected
+
+
+async def test_a_version_4_file_with_every_key_it_once_saved_loads_and_goes_on_as_then(
+    tmp_path: Path,
+) -> None:
+    """A file of this version written before the values a restart does not need were left
+    out (they are ignored, or read where they say something the rest does not) restores
+    every entry, and the engine sends what the code that wrote it sent."""
+    fixture = "state_v4"
+    path, saved_at = _copied(tmp_path, fixture=fixture), _saved_at(fixture)
+    expected = json.loads((TESTDATA / f"{fixture}_continued.json").read_text())
+    got = await _continued(path, saved_at)
+    assert got["loaded"] == 1.0 and got["dropped"] == 0.0
     assert got == expected
 
 
@@ -186,16 +207,19 @@ async def _write(path: Path) -> Clock:
     return clock
 
 
-def write_fixture() -> None:
-    """Writes the fixtures with the code checked out (run on the version that wrote them)."""
-    asyncio.run(_write(TESTDATA / "state_v2.json"))
+def write_fixture(fixture: str) -> None:
+    """Writes a fixture and its continuation with the code checked out (run on the version
+    that wrote them)."""
+    asyncio.run(_write(TESTDATA / f"{fixture}.json"))
     with tempfile.TemporaryDirectory() as scratch:
-        continued = asyncio.run(_continued(_copied(Path(scratch)), _saved_at()))
-    (TESTDATA / "state_v2_continued.json").write_text(json.dumps(continued, indent=1) + "\n")
+        continued = asyncio.run(
+            _continued(_copied(Path(scratch), fixture=fixture), _saved_at(fixture))
+        )
+    (TESTDATA / f"{fixture}_continued.json").write_text(json.dumps(continued, indent=1) + "\n")
 
 
-if __name__ == "__main__" and sys.argv[1:] == ["write"]:
-    write_fixture()
+if __name__ == "__main__" and sys.argv[1:2] == ["write"]:
+    write_fixture(sys.argv[2])
 
 
 async def test_a_current_version_file_without_a_field_is_refused_alone(tmp_path: Path) -> None:

@@ -14,10 +14,14 @@ import json
 import math
 from pathlib import Path
 
+import pytest
+
 from monitor.alerts.engine import AlertEngine
 from monitor.alerts.rule import Origin
 from monitor.component import Alert
 from monitor.config import load_config
+from monitor.evidence.history import Expectation
+from monitor.evidence.judging import Judging
 from monitor.telemetry import telemetry_for
 
 KIT = Path(__file__).resolve().parents[2] / "deploy" / "monitor.yaml"
@@ -121,3 +125,25 @@ def test_a_canary_that_takes_all_the_traffic_keeps_its_pages_until_the_rate_come
     assert float(resolved["defect_rate"]) < float(held["held_defect_rate"]) + 0.015
     assert float(resolved["baseline_defect_rate"]) == float(held["held_defect_rate"])
     again.last(CANARY, "resolved")
+
+
+def test_the_level_a_page_holds_on_is_saved_as_the_page_reads_it() -> None:
+    """Its time, mean and verdicts; a file that kept the whole expectation restores the
+    same three, and one that holds something else is refused."""
+    judging = Judging.empty(True, 1)
+    judging.expected = Expectation(0.2, 0.16, 1e-4, 500, 2.0, 0.3, 1.5, 0.3, 1.0)
+    judging.follow(True, 100.0)
+    saved = judging.saved()
+    assert saved["judged"] == [100.0, 0.2, 500]
+    whole = {**saved, "judged": [100.0, 0.2, 0.16, 1e-4, 500, 2.0, 0.3, 1.5, 0.3, 1.0]}
+    for raw in (saved, whole):
+        again = Judging.empty(True, 1)
+        again.restore(json.loads(json.dumps(raw)))
+        assert again.judged == judging.judged
+        assert (
+            again.judged is not None
+            and again.judged.reference() == Expectation(0.2, 0.16, 1e-4, 500, 2.0, 0.3).reference()
+        )
+    for malformed in ([100.0, 0.2], [100.0, 0.2, 500.5], [-1.0, 0.2, 500]):
+        with pytest.raises((TypeError, ValueError)):
+            Judging.empty(True, 1).restore({**saved, "judged": malformed})

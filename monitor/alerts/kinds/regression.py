@@ -170,8 +170,9 @@ class Regression(ShadowHooks):
         settled = state.baseline.settled(expected)
         judging.follow(settled, now)
         if firing and not settled:
-            level = None if judging.judged is None else judging.judged.mean
-            say_held(rule.config.name, state.series, level, judging.judged_at)
+            judged = judging.judged
+            level, at = (None, None) if judged is None else (judged.mean, judged.at)
+            say_held(rule.config.name, state.series, level, at)
         if judging.sequential is None:
             p = self._window_p(state, now)
             if p >= WINDOW_HOLD_P:
@@ -216,7 +217,8 @@ class Regression(ShadowHooks):
         against = state.judging.judged if held else expected
         note = ""
         if held:
-            at = state.judging.judged_at
+            judged = state.judging.judged
+            at = None if judged is None else judged.at
             note = held_text(None if against is None else against.mean, at)
             if against is not None:
                 reference = against.reference()
