@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar
 
 from monitor.shared.recurring import CacheInfo, RecurringCache, recurring_cache
 
@@ -131,11 +131,11 @@ class _CachedShort(Generic[T]):
         if len(text) > _CACHED_CHARS:
             return self._function(text, *rest)
         key = (text, *rest) if rest else text
-        value = self.cache.entries.get(key, _MISSING)
+        value: T = self.cache.entries.get(key, _MISSING)  # typed so, not by a `cast` call
         if value is _MISSING:
             value = self._function(text, *rest)
             self.cache.offer(key, value)
-        return cast("T", value)
+        return value
 
     def cache_clear(self) -> None:
         self.cache.clear()

@@ -178,11 +178,13 @@ def recurring_cache(
         read = cache.entries.get
 
         def cached(argument: A, /) -> R:
-            value = read(argument, _MISSING)
+            # Typed by assignment, not `cast`: this runs on every call of every cached
+            # detector function, and `cast` is a call of its own.
+            value: R = read(argument, _MISSING)
             if value is _MISSING:
                 value = function(argument)
                 cache.offer(argument, value)
-            return cast("R", value)
+            return value
 
         update_wrapper(cached, function)
         memoised = cast("Any", cached)
