@@ -60,6 +60,7 @@ import ipaddress
 import math
 from array import array
 from collections.abc import Iterator
+from functools import lru_cache
 from statistics import NormalDist
 from typing import Any
 
@@ -440,9 +441,11 @@ class Senders:
         self.screen()
 
 
+@lru_cache(maxsize=1024)
 def address_of(key: str) -> str | None:
     """The client's address a sender key starts with (`monitor.records.sender`: the
-    address, then the instance id after a `/`; None: the key holds none)."""
+    address, then the instance id after a `/`; None: the key holds none). Remembered for
+    the keys last asked: it is asked for every verdict the screen reads, of a few keys."""
     head = key.partition("/")[0]
     try:
         ipaddress.ip_address(head)
