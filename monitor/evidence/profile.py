@@ -12,7 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from monitor.evidence.dispersion import conversation_rho, solo_dispersion, wander_error
+from monitor.evidence.dispersion import (
+    conversation_rho,
+    kappa_measured,
+    solo_dispersion,
+    wander_error,
+)
 from monitor.evidence.level import Profile, conversation_design
 from monitor.evidence.season import Season, learn
 
@@ -107,7 +112,9 @@ def measure_profile(
     ]
     learned = learn(season, hours, origin, newest, pooled_var * design)
     wander = wander_error(clean, learned.day, learned.days, origin, pooled_var * design)
-    return Profile(learned, kappa, rho, rho_bound, excess, wander, kappa_estimate)
+    return Profile(
+        learned, kappa, rho, rho_bound, excess, wander, kappa_estimate, kappa_measured(solo)
+    )
 
 
 def _variance(n: float, d: float, q: float, steps: int) -> float:
