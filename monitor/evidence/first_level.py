@@ -9,9 +9,10 @@ until the units since some split read above the `MIN_UNITS` or more before it by
 is no part of it, the level is what came before it (`frozen`). While the best split
 reads above `SUSPECT_Z` the level keeps filling past `min_samples` (`held`, up to
 `HOLD_FACTOR` times it), so that a rise not yet told apart when it would have filled is
-cut once it is; a hold that reaches that bound still suspected is cut at the best split
-(never a level filled with the rise), unless blocks of as many units as the part before
-it vary enough to explain the split (clustering that spans units: a conversation's turns
+cut once it is; a split still suspected once the verdicts since it hold `HOLD_RATIO` times
+those before it (more could tell it apart little better: those before bound its error),
+or when the hold reaches its bound, is cut there (never a level filled with the rise),
+unless blocks of as many units as the part before it vary enough to explain the split (clustering that spans units: a conversation's turns
 minutes apart), and a suspicion that fades leaves the first `min_samples` verdicts, the
 level it would have been. What comes later in the rule's first `SPAN_S` is judged
 against the level, never learned into it. Its error counts them with the design effect
@@ -19,9 +20,10 @@ their units show (the spread of each unit's defects about the level's rate again
 independent verdicts give), raised by that estimate's own error and never below
 `DESIGN_PRIOR`: on clustered verdicts a binomial error is several times too small, and a
 flat level read low pages a healthy stream. A level cut at a change counts the design
-effect the cut measured on every unit, each part about its own mean, with its error (at
-least 1: dozens of units bound it, where four alone bound it so loosely that a level of
-them judges no rise), or the estimate that blocks of the level's size show, the larger.
+effect measured on every unit of its first hour, those since the cut included as they
+come, each part about its own mean, with its error (at least 1: dozens of units bound it,
+where four alone bound it so loosely that a level of them judges no rise), or the estimate
+that blocks of the level's size show, the larger.
 """
 
 from __future__ import annotations
@@ -176,7 +178,8 @@ class FirstLevel:
         so, the level is the units before the first split that crosses, and its error counts
         that design effect. Only in the level's first `SPAN_S`: it stands
         in no longer. A split above `SUSPECT_Z` holds the level open (`held`) until it holds
-        `HOLD_FACTOR` x `min_samples` verdicts."""
+        `HOLD_FACTOR` x `min_samples` verdicts; `_settled` says whether the best split's
+        verdicts since it hold `HOLD_RATIO` times those before it."""
         self.held = False
         self._suspected = None
         if len(self.units) <= MIN_UNITS or self.start is None or now - self.start >= SPAN_S:
