@@ -147,6 +147,12 @@ def solo_dispersion(
     return max(1.0, estimate * (1 + relative_variance * log_budget / 2))
 
 
+def kappa_measured(points: Mapping[int, tuple[float, float]]) -> bool:
+    """Whether buckets `index -> (verdicts, rate)` hold the second differences kappa is
+    measured from (`solo_dispersion`; fewer: `KAPPA_PRIOR` stands in, none: 1)."""
+    return sum(1 for _ in _second_differences(_usual(points), 1)) >= MIN_DIFFERENCES
+
+
 def lasting_wander(
     residuals: Mapping[int, Sequence[tuple[int, float, float]]], learned: int, hourly_var: float
 ) -> float:

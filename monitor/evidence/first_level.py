@@ -9,9 +9,10 @@ until the units since some split read above the `MIN_UNITS` or more before it by
 is no part of it, the level is what came before it (`frozen`). While the best split
 reads above `SUSPECT_Z` the level keeps filling past `min_samples` (`held`, up to
 `HOLD_FACTOR` times it), so that a rise not yet told apart when it would have filled is
-cut once it is; a hold that reaches that bound still suspected is cut at the best split
-(never a level filled with the rise), unless blocks of as many units as the part before
-it vary enough to explain the split (clustering that spans units: a conversation's turns
+cut once it is; a split still suspected once the verdicts since it hold `HOLD_RATIO` times
+those before it (more could tell it apart little better: those before bound its error),
+or when the hold reaches its bound, is cut there (never a level filled with the rise),
+unless blocks of as many units as the part before it vary enough to explain the split (clustering that spans units: a conversation's turns
 minutes apart), and a suspicion that fades leaves the first `min_samples` verdicts, the
 level it would have been. What comes later in the rule's first `SPAN_S` is judged
 against the level, never learned into it. Its error counts them with the design effect
@@ -19,9 +20,10 @@ their units show (the spread of each unit's defects about the level's rate again
 independent verdicts give), raised by that estimate's own error and never below
 `DESIGN_PRIOR`: on clustered verdicts a binomial error is several times too small, and a
 flat level read low pages a healthy stream. A level cut at a change counts the design
-effect the cut measured on every unit, each part about its own mean, with its error (at
-least 1: dozens of units bound it, where four alone bound it so loosely that a level of
-them judges no rise), or the estimate that blocks of the level's size show, the larger.
+effect measured on every unit of its first hour, those since the cut included as they
+come, each part about its own mean, with its error (at least 1: dozens of units bound it,
+where four alone bound it so loosely that a level of them judges no rise), or the estimate
+that blocks of the level's size show, the larger.
 """
 
 from __future__ import annotations
@@ -61,6 +63,11 @@ MIN_SHARE = 0.2
 SUSPECT_Z = 2.0
 # How many times `min_samples` a suspected level holds at most before it fills anyway.
 HOLD_FACTOR = 3.0
+# How many times the verdicts before a suspected split those since it hold when it is
+# decided: the part before bounds the split's error, so however long the level held, its z
+# could grow by at most sqrt(1 + 1 / HOLD_RATIO) more (15 % at 3); holding on costs the
+# test those minutes of a rise and tells the split apart no better.
+HOLD_RATIO = 3.0
 
 
 @dataclass(slots=True)
@@ -80,8 +87,14 @@ class FirstLevel:
     held: bool = False
     # The design effect measured at the cut (every unit, each part about its own mean).
     cut_design: float | None = None
+    # A cut level's units since the cut, within its `SPAN_S`: what the design effect its
+    # error counts is measured on as they come (`design`), the rise's units about their
+    # own mean.
+    after: dict[int, list[float]] = field(default_factory=dict)
     # The best split while a change is suspected (its first unit, the design effect there).
     _suspected: tuple[int, float] | None = None
+    # Whether the verdicts since that split hold `HOLD_RATIO` times those before it.
+    _settled: bool = False
 
     @property
     def count(self) -> float:
@@ -100,12 +113,18 @@ class FirstLevel:
         """Verdicts that arrived at `now`, until the level is full; an arrival that crosses
         `min_samples` once the units are enough is cut there. The first arrival of a unit
         closes the units before it: a change among them cuts the level there."""
-        if moments.samples <= 0 or self.ready():
+        if moments.samples <= 0:
+            return
+        if self.frozen:
+            self._add_after(moments, now)
+            return
+        if self.ready():
             return
         if self.start is None:
             self.start = now
         index = max(0, int((now - self.start) // UNIT_S))
         if index not in self.units and self._close_units(now):
+            self._add_after(moments, now)
             return
         share = 1.0
         if len(self.units) + (index not in self.units) >= MIN_UNITS and not self.held:
@@ -115,6 +134,15 @@ class FirstLevel:
         for i, x in enumerate((moments.samples, moments.defects, moments.squares)):
             sums[i] += x * share
 
+    def _add_after(self, moments: Moments, now: float) -> None:
+        """Verdicts after a cut, by unit, within the level's `SPAN_S`."""
+        if self.start is None or now - self.start >= SPAN_S:
+            return
+        index = max(0, int((now - self.start) // UNIT_S))
+        sums = self.after.setdefault(index, [0.0, 0.0, 0.0])
+        for i, x in enumerate((moments.samples, moments.defects, moments.squares)):
+            sums[i] += x
+
     def _close_units(self, now: float) -> bool:
         """Whether the units closed so far are the level: cut at a change, or held open past
         `min_samples` and no longer suspected (or at `HOLD_FACTOR`), when the level is its
@@ -122,13 +150,15 @@ class FirstLevel:
         was_held = self.held
         if self._cut_at_change(now):
             return True
+        suspected = self._suspected
+        if (self._settled or not self.held) and suspected and self._still_suspected(suspected[0]):
+            # Still suspected once the verdicts since the split settle it (`HOLD_RATIO`)
+            # or at `HOLD_FACTOR`: the level is what came before the rise, never one
+            # filled with it.
+            self._cut(*suspected)
+            return True
         if not was_held or self.held or self.count < self.min_samples:
             return False
-        if self._suspected is not None and self._still_suspected(self._suspected[0]):
-            # Still suspected at `HOLD_FACTOR`: the level is what came before the rise,
-            # never one filled with it.
-            self._cut(*self._suspected)
-            return True
         kept: dict[int, list[float]] = {}
         room = self.min_samples
         for index in sorted(self.units):
@@ -149,13 +179,15 @@ class FirstLevel:
         so, the level is the units before the first split that crosses, and its error counts
         that design effect. Only in the level's first `SPAN_S`: it stands
         in no longer. A split above `SUSPECT_Z` holds the level open (`held`) until it holds
-        `HOLD_FACTOR` x `min_samples` verdicts."""
+        `HOLD_FACTOR` x `min_samples` verdicts; `_settled` says whether the best split's
+        verdicts since it hold `HOLD_RATIO` times those before it."""
         self.held = False
         self._suspected = None
         if len(self.units) <= MIN_UNITS or self.start is None or now - self.start >= SPAN_S:
             return False
         best = -math.inf
         suspected: tuple[int, float] | None = None
+        self._settled = False
         order = sorted(self.units)
         # Running sums of the units before each split: verdicts, defects, squares, and for
         # their spread, defects squared, defects x verdicts, verdicts squared.
@@ -192,6 +224,7 @@ class FirstLevel:
                 return True
             if z > best:
                 best, suspected = z, (order[split], measured)
+                self._settled = n_a >= HOLD_RATIO * n_b
         self.held = best >= SUSPECT_Z and total[0] < HOLD_FACTOR * self.min_samples
         self._suspected = suspected if best >= SUSPECT_Z else None
         return False
@@ -201,8 +234,9 @@ class FirstLevel:
         units showed) or what blocks of as many units as the level show (the estimate
         alone: few blocks bound it loosely), the larger."""
         blocks = self._blocks(split)
+        self.after = {i: sums for i, sums in self.units.items() if i >= split}
         self.units = {i: sums for i, sums in self.units.items() if i < split}
-        self.frozen = True
+        self.frozen, self.held = True, False
         self.cut_design = max(design, blocks[0])
 
     def _still_suspected(self, split: int) -> bool:
@@ -223,30 +257,28 @@ class FirstLevel:
         not in its units."""
         order = sorted(self.units)
         size = sum(1 for i in order if i < split)
-        parts = ([self.units[i] for i in order[:size]], [self.units[i] for i in order[size:]])
-        sums, spread, blocks = [], 0.0, 0
-        for part in parts:
-            n, d, q = (sum(u[k] for u in part) for k in range(3))
-            mean = d / n
-            for first in range(0, len(part), size):
-                block = part[first : first + size]
-                m, b = sum(u[0] for u in block), sum(u[1] for u in block)
-                spread += _relative((b - m * mean) ** 2, q / n - mean * mean)
-                blocks += 1
-            sums.append((n, d, q))
-        (n_b, d_b, q_b), (n_a, d_a, q_a) = sums
-        total = n_b + n_a
-        pooled = (d_b + d_a) / total
-        variance = max((q_b + q_a) / total - pooled * pooled, 0.0)
-        free = blocks - 2
-        estimate = spread / total * blocks / free if free >= 1 else DESIGN_PRIOR
-        raised = _design(blocks, total, spread, 1.0, fitted=2, floor=1.0)
-        return max(1.0, estimate), (n_b, d_b), (n_a, d_a), variance, raised
+        before = [self.units[i] for i in order[:size]]
+        return _blocks(before, [self.units[i] for i in order[size:]])
 
     def design(self, mean: float, variance: float) -> float:
         """The design effect of the level's verdicts: the units' spread about `mean` over
         what independent verdicts of `variance` give, with its error, at least the prior (a
-        cut level: what the cut measured)."""
+        cut level: what every unit of its first hour shows, each part about its own mean,
+        or blocks of the level's size, the larger; a cut level saved without the units
+        after it, what the cut measured)."""
+        if self.frozen and self.after and self.units:
+            before, after = list(self.units.values()), [self.after[i] for i in sorted(self.after)]
+            spread, k, n = 0.0, 0, 0.0
+            for part in (before, after):
+                m, d, q = (sum(u[i] for u in part) for i in range(3))
+                if m <= 0:
+                    continue
+                part_mean = d / m
+                spread += _relative(
+                    sum((u[1] - u[0] * part_mean) ** 2 for u in part), q / m - part_mean**2
+                )
+                k, n = k + len(part), n + m
+            return max(_design(k, n, spread, 1.0, fitted=2, floor=1.0), _blocks(before, after)[0])
         if self.frozen and self.cut_design is not None:
             return self.cut_design
         spread = sum((d - m * mean) ** 2 for m, d, _ in self.units.values())
@@ -269,6 +301,7 @@ class FirstLevel:
             "units": [[index, *sums] for index, sums in sorted(self.units.items())],
             "held": self.held,
             "cut_design": self.cut_design,
+            "after": [[index, *sums] for index, sums in sorted(self.after.items())],
         }
 
     def restore(self, raw: Any) -> None:
@@ -276,7 +309,7 @@ class FirstLevel:
         cut at a change is one with the cut's design effect (files that kept `frozen` apart
         say so, as files from before the cut's design effect was kept do alone)."""
         self.start, self.units, self.frozen, self.full, self.held = None, {}, False, False, False
-        self.cut_design, self._suspected = None, None
+        self.cut_design, self._suspected, self.after = None, None, {}
         if raw is None:
             return
         if not isinstance(raw, dict) or not isinstance(raw.get("units"), list):
@@ -294,13 +327,52 @@ class FirstLevel:
         if not isinstance(frozen, bool):
             raise TypeError("first verdicts: frozen is true or false")
         self.frozen = frozen
-        for entry in raw["units"]:
-            if not isinstance(entry, list) or len(entry) != 4:
-                raise TypeError("first verdicts: [unit, verdicts, sum, squares] expected")
-            index, *sums = (saved_number(x) for x in entry)
-            if min(sums) < 0:
-                raise ValueError("first verdicts: negative sums")
-            self.units[int(index)] = sums
+        self.units = _units(raw["units"])
+        # A file from before the units after a cut were kept: its design is the cut's.
+        after = raw.get("after", [])
+        if not isinstance(after, list):
+            raise TypeError("first verdicts: after is a list of units")
+        self.after = _units(after)
+
+
+def _units(raw: list[Any]) -> dict[int, list[float]]:
+    """Saved units, `[unit, verdicts, sum, squares]` each, checked."""
+    units: dict[int, list[float]] = {}
+    for entry in raw:
+        if not isinstance(entry, list) or len(entry) != 4:
+            raise TypeError("first verdicts: [unit, verdicts, sum, squares] expected")
+        index, *sums = (saved_number(x) for x in entry)
+        if min(sums) < 0:
+            raise ValueError("first verdicts: negative sums")
+        units[int(index)] = sums
+    return units
+
+
+def _blocks(
+    before: list[list[float]], after: list[list[float]]
+) -> tuple[float, tuple[float, float], tuple[float, float], float, float]:
+    """The design effect of blocks of as many units as `before` holds in `before` and
+    `after` (units in order, each part about its own mean): its estimate alone, the parts'
+    verdicts and defects, all the units' variance, and the estimate with its error."""
+    size = len(before)
+    sums, spread, blocks = [], 0.0, 0
+    for part in (before, after):
+        n, d, q = (sum(u[k] for u in part) for k in range(3))
+        mean = d / n
+        for first in range(0, len(part), size):
+            block = part[first : first + size]
+            m, b = sum(u[0] for u in block), sum(u[1] for u in block)
+            spread += _relative((b - m * mean) ** 2, q / n - mean * mean)
+            blocks += 1
+        sums.append((n, d, q))
+    (n_b, d_b, q_b), (n_a, d_a, q_a) = sums
+    total = n_b + n_a
+    pooled = (d_b + d_a) / total
+    variance = max((q_b + q_a) / total - pooled * pooled, 0.0)
+    free = blocks - 2
+    estimate = spread / total * blocks / free if free >= 1 else DESIGN_PRIOR
+    raised = _design(blocks, total, spread, 1.0, fitted=2, floor=1.0)
+    return max(1.0, estimate), (n_b, d_b), (n_a, d_a), variance, raised
 
 
 def _relative(spread: float, variance: float) -> float:

@@ -287,9 +287,12 @@ class History(Buckets):
         """A fresh rule's first verdicts (`FirstLevel`) as a flat level, without the season:
         what a rise in its first hours is judged against, never learned into. Its verdicts'
         design effect is what the test tempers those without a conversation by, where the
-        history has not measured more (its kappa is a prior yet)."""
-        expected = self._expected(t, level, self._profile(), seasonal=False, mix=False)
-        kappa = max(expected.kappa, level.error_units / level.samples)
+        history has not measured more: a kappa the history has not measured yet (the prior
+        standing in) is no measurement of this stream, the first level's is."""
+        profile = self._profile()
+        expected = self._expected(t, level, profile, seasonal=False, mix=False)
+        design = level.error_units / level.samples
+        kappa = max(expected.kappa, design) if profile.kappa_measured else design
         # The first level's design effect holds its own error: no bettor tempers by less.
         return replace(expected, kappa=kappa, kappa_estimate=kappa)
 

@@ -66,6 +66,8 @@ class Profile:
     # kappa's estimate alone, before its allowance for its own error: what the bettors
     # whose null point's guard band covers that allowance temper by (`sequential.bets`).
     kappa_estimate: float = 1.0
+    # Whether kappa was measured (`dispersion.kappa_measured`), not the prior standing in.
+    kappa_measured: bool = True
 
     @property
     def days(self) -> tuple[int, ...]:

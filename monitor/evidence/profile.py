@@ -12,7 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from monitor.evidence.dispersion import conversation_rho, solo_dispersion, wander_error
+from monitor.evidence.dispersion import (
+    conversation_rho,
+    kappa_measured,
+    solo_dispersion,
+    wander_error,
+)
 from monitor.evidence.level import Profile, conversation_design
 from monitor.evidence.season import Season, learn
 
@@ -81,8 +86,8 @@ def measure_profile(
     solo = {b.index: (b.solo_n, b.solo_d / b.solo_n) for b in buckets if b.solo_n > 0}
     kappa = solo_dispersion(solo, pooled_var, log_budget)
     kappa_estimate = min(kappa, solo_dispersion(solo, pooled_var, log_budget, raised=False))
-    # How much more the history's verdicts vary than independent ones: what the
-    # season's offsets are as uncertain as.
+    # How much more the history's verdicts vary than independent ones, kappa's allowance
+    # for its error included: what the excess is measured against.
     solo_n = sum(n for n, _ in solo.values())
     conv_n = sum(b.conv_n for b in buckets)
     conv_design = conversation_design(rho, conv_n, sum(b.m2 for b in buckets))
@@ -105,9 +110,19 @@ def measure_profile(
         for b in buckets
         if (n := b.n + b.rn - b.screened_n - b.screened_rn) > 0
     ]
-    learned = learn(season, hours, origin, newest, pooled_var * design)
-    wander = wander_error(clean, learned.day, learned.days, origin, pooled_var * design)
-    return Profile(learned, kappa, rho, rho_bound, excess, wander, kappa_estimate)
+    # What the season's offsets and the wander are as uncertain as: kappa's estimate, not
+    # its allowance for its own error, which is the bettors' (their log-factors' error
+    # grows with ln(J T) / 2 times kappa's, the expectation's error enters the test's
+    # margin at a small fraction of that: docs/alerts.md, "Young histories"), or what all
+    # clean verdicts show, the larger.
+    estimated = design
+    if counted > 0:
+        estimated = max((kappa_estimate * solo_n + conv_design * conv_n) / counted, dispersion)
+    learned = learn(season, hours, origin, newest, pooled_var * estimated)
+    wander = wander_error(clean, learned.day, learned.days, origin, pooled_var * estimated)
+    return Profile(
+        learned, kappa, rho, rho_bound, excess, wander, kappa_estimate, kappa_measured(solo)
+    )
 
 
 def _variance(n: float, d: float, q: float, steps: int) -> float:

@@ -10,14 +10,18 @@ import random
 import pytest
 
 from monitor.evidence import FirstLevel, Moments
+from monitor.evidence.dispersion import kappa_measured
 from monitor.evidence.first_level import (
     DESIGN_PRIOR,
     HOLD_FACTOR,
+    HOLD_RATIO,
     MIN_SHARE,
     MIN_UNITS,
     SPAN_S,
     UNIT_S,
 )
+from monitor.evidence.history import History
+from monitor.evidence.level import Level
 
 
 def verdicts(level: FirstLevel, values: list[float], start: float, per_s: float) -> None:
@@ -128,22 +132,25 @@ def test_a_rise_not_yet_told_apart_at_min_samples_holds_the_level_open_until_it_
 
 def test_a_level_held_open_at_a_change_it_never_tells_apart_is_cut_where_it_began() -> None:
     """A x2 (0.10 to 0.20 at 2 a second, evenly) keeps the best split above `SUSPECT_Z` and
-    below `CHANGE_Z`: once the level holds `HOLD_FACTOR` x `min_samples` still suspected, it
-    is the units before the split, never a level filled with the rise (what comes after is
-    the sequential test's to judge against it)."""
+    below `CHANGE_Z`: the level holds open (across a restart too) until the verdicts since
+    the split hold `HOLD_RATIO` times the 240 before it, when waiting longer could tell the
+    split apart by little more, and still suspected then it is the units before the split,
+    long before `HOLD_FACTOR` x `min_samples`: never a level filled with the rise (what
+    comes after is the sequential test's to judge against it)."""
     values = [float(i % 10 == 0) for i in range(240)] + [float(i % 5 == 0) for i in range(1400)]
-    cap = int(HOLD_FACTOR * 500)
+    settled = int(240 * (1 + HOLD_RATIO))
+    assert settled + 2 * 60 < HOLD_FACTOR * 500
     level = FirstLevel(500)
-    verdicts(level, values[: cap - 60], 0.0, 2.0)
+    verdicts(level, values[: settled - 60], 0.0, 2.0)
     assert level.held and level.level(1000.0) is None
     again = FirstLevel(500)
     again.restore(json.loads(json.dumps(level.saved())))
     assert again.held and again.level(1000.0) is None  # held across a restart
-    verdicts(level, values[cap - 60 :], (cap - 60) / 2.0, 2.0)
+    verdicts(level, values[settled - 60 : settled + 2 * 60], (settled - 60) / 2.0, 2.0)
     cut = level.level(1000.0)
     assert level.frozen and cut is not None and cut.samples == 240
     assert cut.mean == pytest.approx(0.10)
-    verdicts(again, values[cap - 60 :], (cap - 60) / 2.0, 2.0)
+    verdicts(again, values[settled - 60 : settled + 2 * 60], (settled - 60) / 2.0, 2.0)
     assert again.level(1000.0) == cut
 
 
@@ -202,9 +209,72 @@ def test_a_cut_level_counts_the_design_effect_of_every_unit_each_part_about_its_
     again = FirstLevel(500)
     again.restore(json.loads(json.dumps(level.saved())))
     assert again.level(1000.0) == cut
-    # A state file from before the cut's design effect was kept says the level was cut.
+    # A state file from before the cut's design effect and the units after it were kept
+    # says the level was cut.
     old = {**level.saved(), "frozen": True}
-    del old["cut_design"]
+    del old["cut_design"], old["after"]
     again.restore(old)
     own = again.level(1000.0)
     assert own is not None and own.error_units > 4 * own.samples
+
+
+def test_a_cut_level_measures_its_design_effect_on_the_units_after_the_cut() -> None:
+    """0.10 at 2 a second for two minutes, one of its units at 0.25 by chance, then 0.35 in
+    units one binomial standard deviation about it: cut soon after the rise, the level's
+    design effect is what a dozen units bound, loosely (over 2); the units since the cut,
+    each about their part's mean, measure it more closely as they come, near 1 by the end
+    of the first hour; none past it counts, and a restart keeps them."""
+
+    def unit(defects: int) -> list[float]:
+        return [1.0] * defects + [0.0] * (60 - defects)
+
+    healthy = unit(6) + unit(6) + unit(6) + unit(15)
+    rise = [x for i in range(120) for x in unit(21 + (4 if i % 2 else -4))]
+    values = healthy + rise
+    level = FirstLevel(500)
+    early_at = 900
+    verdicts(level, values[:early_at], 0.0, 2.0)
+    early = level.level(early_at / 2.0)
+    assert level.frozen and early is not None and early.samples == 240
+    again = FirstLevel(500)
+    again.restore(json.loads(json.dumps(level.saved())))
+    assert again.level(early_at / 2.0) == early
+    late_at = 2 * int(SPAN_S - 100)
+    verdicts(level, values[early_at:late_at], early_at / 2.0, 2.0)
+    late = level.level(late_at / 2.0)
+    assert late is not None and late.samples == 240 and late.mean == early.mean
+    assert early.error_units / early.samples > 2.0
+    assert 1.0 <= late.error_units / late.samples < 1.5
+    units = len(level.after)
+    verdicts(level, [1.0] * 100, SPAN_S + 1, 1.0)  # past its hour: nothing more counts
+    assert len(level.after) == units
+
+
+def test_kappa_is_measured_from_a_dozen_second_differences_of_hours() -> None:
+    """Hourly buckets of verdicts without a conversation: a few hours are no measurement of
+    their dispersion (the prior stands in for kappa, and a fresh rule's first level's
+    design effect for that), fourteen are."""
+    hours = {h: (3_600.0, 0.1) for h in range(5)}
+    assert not kappa_measured(hours)
+    assert not kappa_measured({})
+    assert kappa_measured({h: (3_600.0, 0.1) for h in range(14)})
+
+
+def test_a_fresh_rule_tempers_by_its_first_level_s_design_while_kappa_is_a_prior() -> None:
+    """A history of three half-hours of verdicts without a conversation (kappa the prior of
+    2, unmeasured) beside a first level whose units show a design effect of 1.2: the test
+    tempers by 1.2, the stream's measurement, not by the prior; a history that measured
+    its kappa tempers by the larger."""
+    history = History(7 * 86_400.0, "none", 1, 90 * 86_400.0, 1_800.0)
+    for half in range(3):
+        verdicts_in = Moments(900, 90.0, 90.0)
+        history.add(half * 1_800.0 + 1.0, verdicts_in, verdicts_in, rise=False)
+    level = Level(0.10, 0.09, 120, 1.2 * 120)
+    assert history.first(5_400.0, level).kappa == pytest.approx(1.2)
+    measured = History(7 * 86_400.0, "none", 1, 90 * 86_400.0, 1_800.0)
+    for bucket in range(20):  # buckets alternating 0.06 and 0.14: kappa far above 1.2
+        defects = 90.0 + (36.0 if bucket % 2 else -36.0)
+        verdicts_in = Moments(900, defects, defects)
+        measured.add(bucket * measured.width_s + 1.0, verdicts_in, verdicts_in, rise=False)
+    kappa = measured.first(20 * measured.width_s, level).kappa
+    assert kappa > 5.0

@@ -126,3 +126,25 @@ def test_a_lasting_wander_with_one_day_of_history_is_no_page_and_a_step_is() -> 
     assert _hours_to_page(history, 2.5 * math.sqrt(2) * WANDER_SD, 4.0, now=now) is None
     paged = _hours_to_page(history, 0.15, 0.5, now=now)
     assert paged is not None
+
+
+def test_a_young_history_s_season_is_as_uncertain_as_kappa_s_estimate_says() -> None:
+    """Five days of hours of independent verdicts without a conversation (720 an hour,
+    0.10 with a daily cycle): kappa carries the bettors' allowance for its own error, well
+    above its estimate of about 1 after so few hours, and the season's hourly offsets, the
+    mean of what four complete days showed at that hour, are as uncertain as the verdicts
+    behind them at kappa's estimate, not at that allowance."""
+    rng = np.random.default_rng(4)
+    history = History(86_400.0, "day", 1, BUDGET_S)
+    total = defects = 0.0
+    for hour in range(DAYS * 24):
+        fails = float(rng.binomial(720, 0.10 + 0.02 * math.sin(2 * math.pi * (hour % 24) / 24)))
+        verdicts = Moments(720, fails, fails)
+        history.add(hour * 3_600.0 + 1.0, verdicts, verdicts, rise=False)
+        total, defects = total + 720, defects + fails
+    profile = history._profile()
+    assert profile.kappa > 1.2 > 1.1 > profile.kappa_estimate
+    pooled = defects / total * (1 - defects / total)
+    behind = 720 * len(profile.season.days)
+    for variance in profile.season.day_var:
+        assert variance == pytest.approx(pooled * profile.kappa_estimate / behind, rel=0.01)
