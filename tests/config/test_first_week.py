@@ -300,3 +300,27 @@ def test_a_key_found_wrong_is_not_blamed_again_for_its_default(tmp_path: Path) -
         "alerts.rules.0.severity",
         "audit.labels.http",
     ], problems
+
+
+def test_a_variable_not_set_does_not_hide_the_other_problems(tmp_path: Path) -> None:
+    """A reference to a variable that is not set is one problem among the file's others,
+    reported once: not again as the key it left missing (a required URL) or as the text."""
+    problems = _problems(
+        tmp_path,
+        "sampling: {rate: '0.5'}\n"
+        "alerts:\n"
+        "  alertmanager: {url: '${env:AM_URL}'}\n"
+        "  webhooks: [{url: '${env:HOOK_URL}', headers: {Authorization: 'Bearer ${env:TOK}'}}]\n"
+        "  rules: [{name: a, evaluator: local_groundedness, baseline: {}, severity: pgae}]\n",
+        environ={},
+    )
+    assert sorted(p.split(":", 1)[0] for p in problems) == [
+        "alerts.alertmanager.url",
+        "alerts.rules.0.severity",
+        "alerts.webhooks.0.headers.Authorization",
+        "alerts.webhooks.0.url",
+        "sampling.rate",
+    ], problems
+    assert "environment variable AM_URL is not set" in problems[
+        [p.split(":", 1)[0] for p in problems].index("alerts.alertmanager.url")
+    ]
