@@ -364,4 +364,4 @@ class Regression(ShadowHooks):
         if state.judging.sequential is not None:
             gauges.evidence(service, name, state.judging.sequential.progress(self.terms.budget_s))
         gauges.firing(self.rule, service, "", entry.firing)
-        gauges.screen(service, name, state.baseline.history.senders)
+        gauges.screen(service, name, state.baseline.history.senders, now)
