@@ -324,3 +324,29 @@ def test_a_variable_not_set_does_not_hide_the_other_problems(tmp_path: Path) -> 
     assert "environment variable AM_URL is not set" in problems[
         [p.split(":", 1)[0] for p in problems].index("alerts.alertmanager.url")
     ]
+
+
+def test_rules_without_the_context_rule_are_warned_of(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's first rule copied alone: groundedness skips records that lost their
+    documents, so nothing would page on them. check-config warns, naming the rule to add;
+    with it, or on an evaluator that needs no context, it says nothing."""
+    regression = (
+        "alerts:\n  rules:\n"
+        "    - {name: hallucination, evaluator: local_groundedness, baseline: {window: 24h}}\n"
+    )
+    code, _, err = _checked(tmp_path, capsys, regression)
+    assert code == 0
+    (line,) = [line for line in err.splitlines() if "without their context" in line]
+    assert line.startswith("warning: alerts.rules: no rule pages when records reach "
+                           "local_groundedness without their context")
+    assert "measure: no_context" in line
+    guarded = regression + (
+        "    - {name: ctx, evaluator: local_groundedness, measure: no_context, baseline: {}}\n"
+    )
+    code, _, err = _checked(tmp_path, capsys, guarded)
+    assert code == 0 and "without their context" not in err, err
+    relevance = "alerts:\n  rules:\n    - {name: r, evaluator: local_relevance, baseline: {}}\n"
+    code, _, err = _checked(tmp_path, capsys, relevance)
+    assert code == 0 and "without their context" not in err, err
