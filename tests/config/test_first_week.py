@@ -350,3 +350,14 @@ def test_rules_without_the_context_rule_are_warned_of(
     relevance = "alerts:\n  rules:\n    - {name: r, evaluator: local_relevance, baseline: {}}\n"
     code, _, err = _checked(tmp_path, capsys, relevance)
     assert code == 0 and "without their context" not in err, err
+
+
+def test_the_summary_says_what_a_context_rule_watches(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """check-config's line for the default context rule names the share it watches, not a
+    defect rate (which its evaluator's other rule watches)."""
+    code, out, _ = _checked(tmp_path, capsys, "")
+    assert code == 0
+    assert "# alert context_missing_regression: share of records without context up by " in out
+    assert "# alert hallucination_regression: defect rate up by " in out
