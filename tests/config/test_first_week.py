@@ -361,3 +361,13 @@ def test_the_summary_says_what_a_context_rule_watches(
     assert code == 0
     assert "# alert context_missing_regression: share of records without context up by " in out
     assert "# alert hallucination_regression: defect rate up by " in out
+
+
+def test_a_rule_name_in_chinese_is_refused_saying_which_letters(tmp_path: Path) -> None:
+    """幻觉回归 is letters to its writer: the refusal says ASCII letters, not "letters"."""
+    (problem,) = _problems(
+        tmp_path,
+        "alerts:\n  rules:\n    - {name: 幻觉回归, evaluator: local_groundedness, baseline: {}}\n"
+        "    - {name: ctx, evaluator: local_groundedness, measure: no_context, baseline: {}}\n",
+    )
+    assert problem.startswith("alerts.rules.0.name: must be 1 to 128 ASCII letters (A-Z, a-z)")
