@@ -80,3 +80,17 @@ def test_a_results_files_records_without_context_are_its_day_rate() -> None:
     ((verdicts, defects),) = backtest.summary.days[("hallucination_regression", "知识库")].values()
     assert (verdicts, defects) == (300, 0)
     assert not backtest.summary.not_records
+
+
+def test_a_page_on_verdicts_of_no_dimension_says_nothing_was_compared() -> None:
+    """Count rows carry no version, route or model: the page cannot tell where the rise
+    is, and says so rather than calling it spread evenly (a finding nothing supports)."""
+    backtest = Backtest(CONFIG)
+    (page,) = [
+        e.alert
+        for e in backtest.run(verdict_rows())
+        if e.status == "firing" and e.alert.rule == "hallucination_regression"
+    ]
+    where = page.annotations["where"]
+    assert where.startswith("no slice to compare: no value of version, model, route"), where
+    assert "spread evenly" not in where
