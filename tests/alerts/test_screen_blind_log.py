@@ -26,9 +26,7 @@ def _run(
     caplog: pytest.LogCaptureFixture, pods: list[str], per_minute: int, minutes: int
 ) -> tuple[AlertEngine, list[logging.LogRecord]]:
     now = START
-    engine = AlertEngine(
-        [RULE], create_telemetry(), clock=lambda: now, evaluation_interval_s=60.0
-    )
+    engine = AlertEngine([RULE], create_telemetry(), clock=lambda: now, evaluation_interval_s=60.0)
     rng = np.random.default_rng(3)
     caplog.set_level("WARNING", logger="monitor.alerts.engine")
     for _ in range(minutes):

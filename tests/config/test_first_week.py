@@ -321,9 +321,10 @@ def test_a_variable_not_set_does_not_hide_the_other_problems(tmp_path: Path) -> 
         "alerts.webhooks.0.url",
         "sampling.rate",
     ], problems
-    assert "environment variable AM_URL is not set" in problems[
-        [p.split(":", 1)[0] for p in problems].index("alerts.alertmanager.url")
-    ]
+    assert (
+        "environment variable AM_URL is not set"
+        in problems[[p.split(":", 1)[0] for p in problems].index("alerts.alertmanager.url")]
+    )
 
 
 def test_rules_without_the_context_rule_are_warned_of(
@@ -339,8 +340,10 @@ def test_rules_without_the_context_rule_are_warned_of(
     code, _, err = _checked(tmp_path, capsys, regression)
     assert code == 0
     (line,) = [line for line in err.splitlines() if "without their context" in line]
-    assert line.startswith("warning: alerts.rules: no rule pages when records reach "
-                           "local_groundedness without their context")
+    assert line.startswith(
+        "warning: alerts.rules: no rule pages when records reach "
+        "local_groundedness without their context"
+    )
     assert "measure: no_context" in line
     guarded = regression + (
         "    - {name: ctx, evaluator: local_groundedness, measure: no_context, baseline: {}}\n"
