@@ -82,6 +82,9 @@ class Summary:
     first: float | None = None
     last: float | None = None
     pages: Counter[str] = field(default_factory=Counter)
+    # Verdict rows a `no_context` rule could not count, by rule: a row is a verdict, not a
+    # record, and says nothing of the record's context.
+    not_records: Counter[str] = field(default_factory=Counter)
     # (rule, service) -> day (UTC, days since the epoch) -> [verdicts, defect sum]
     days: dict[tuple[str, str], dict[int, list[float]]] = field(default_factory=dict)
 
@@ -106,6 +109,11 @@ class Summary:
                 "time of the row before it"
             )
         out.extend(f"note: {line}" for line in self.jumps)
+        out.extend(
+            f"note: {rule} counts records without context, which verdict rows do not carry: "
+            f"{n:,} rows not counted for it (results files carry records)"
+            for rule, n in sorted(self.not_records.items())
+        )
         if self.refused:
             reasons = ", ".join(f"{n:,} {reason}" for reason, n in self.refused.most_common())
             out.append(f"refused: {reasons}")
@@ -263,7 +271,7 @@ class Backtest:
                 engine.count_results(row.origin, row.paired, now, paired=row.results)
             self.summary.verdicts += len(row.results)
             for rule in engine.rules:
-                values = rule.samples(row.results)
+                values = rule.samples(row.results, row.origin)
                 if values:
                     self.summary.count_day(rule.config.name, service, now, len(values), sum(values))
             return
@@ -272,6 +280,10 @@ class Backtest:
             if (cfg.evaluator or cfg.category) != row.source or (
                 (cfg.evaluator is None) != (row.evaluator is None)
             ):
+                continue
+            if cfg.measure == "no_context":
+                # A verdict is no record: its outcome says nothing of the context.
+                self.summary.not_records[cfg.name] += 1
                 continue
             steps = rule.terms.steps
             histogram = row.histogram(steps, cfg.measure == "scores")

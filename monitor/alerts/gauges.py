@@ -20,6 +20,11 @@ from monitor.telemetry import RateLimitedLog, Telemetry
 log = logging.getLogger("monitor.alerts.engine")
 
 EVICTIONS_LOGGED_EVERY_S = 60.0
+# How long a screen's reason it cannot screen lasts before it is logged: a key is followed
+# once it sent a few verdicts, so at a service's start (its first verdicts, or a restart
+# without state) every key is still counted as its address's and the screen reads `full`
+# for minutes; a reason that holds through a screen bucket (an hour) is the traffic's.
+BLIND_SAID_AFTER_S = 3600.0
 # A line when a rule's screen flags senders, at most once an hour per rule, service and set.
 _flagged_log = RateLimitedLog(log, 3600.0)
 
@@ -66,6 +71,8 @@ class AlertGauges:
         self._blind = gauge("alert_sender_screen_blind")
         # (service, rule) whose screen was said to be blind (`screen`: once each).
         self._blind_said: set[tuple[str, str]] = set()
+        # (service, rule) -> the reason its screen cannot screen, and since when.
+        self._blind_since: dict[tuple[str, str], tuple[str | None, float]] = {}
         self.entries_dropped = telemetry.counter("alert_state_entries_dropped")
         self.baselines_started = telemetry.counter("alert_baselines_started")
         self._evaluation_duration = telemetry.histogram("alert_evaluation_duration_seconds")
@@ -113,9 +120,10 @@ class AlertGauges:
     def burn_rate(self, service: str, rule: str, window: str, samples: int, burn: float) -> None:
         _set_or_remove(self._burn_rate, samples, burn, service, rule, window)
 
-    def screen(self, service: str, rule: str, screen: SenderScreen) -> None:
+    def screen(self, service: str, rule: str, screen: SenderScreen, now: float) -> None:
         """A regression rule's sender screen: how many senders it flags, and why it cannot
-        screen (a line when it flags senders, and the first time a service's cannot)."""
+        screen (a line when it flags senders, and the first time a service's cannot for
+        `BLIND_SAID_AFTER_S` on end)."""
         flagged, blind = screen.flagged, screen.blind()
         self._flagged.labels(service, rule).set(len(flagged))
         for reason in BLIND_TEXT:
@@ -138,7 +146,14 @@ class AlertGauges:
                 service,
                 shown,
             )
-        if blind is not None and (service, rule) not in self._blind_said:
+        since = self._blind_since.get((service, rule))
+        if blind is None or since is None or since[0] != blind:
+            since = self._blind_since[(service, rule)] = (blind, now)
+        if (
+            blind is not None
+            and now - since[1] >= BLIND_SAID_AFTER_S
+            and (service, rule) not in self._blind_said
+        ):
             self._blind_said.add((service, rule))
             log.warning(
                 "alert %s for %s: the sender screen cannot tell this service's senders "
@@ -153,6 +168,8 @@ class AlertGauges:
     def forget_service(self, service: str) -> None:
         for gauge in self._per_service:
             gauge.remove_by_labels({"service": service})
+        for key in [key for key in self._blind_since if key[0] == service]:
+            del self._blind_since[key]
 
     def forget_cohort(self, rules: Iterable[str], cohort: str) -> None:
         for gauge in (self._t.gauge("alert_firing"), self._cohort_rate, self._cohort_samples):

@@ -22,6 +22,8 @@ DEFAULT_SEVERITY_THRESHOLD: Severity = "medium"
 # `measure: scores` counts 1 - the normalised score, rounded to steps of 1/SCORE_STEPS, so
 # that what the sequential test sees between batches fits a small histogram.
 SCORE_STEPS = 20
+# What a rule of each `measure` (other than verdicts: its defect rate) says it watches.
+MEASURED = {"scores": "mean defect score", "no_context": "share of records without context"}
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from monitor.config import (
 from monitor.config._audit import LABELS
 from monitor.config._receivers import OTLP_PROTOCOLS
 from monitor.conventions import SHIPPED, Source
-from monitor.evaluators.registry import evaluator_problems, resolved
+from monitor.evaluators.registry import evaluator_problems, needs_context, resolved
 from monitor.exporters.metrics_port import (
     check_metrics_port,
     load_web_security,
@@ -201,7 +201,27 @@ def config_warnings(config: Config) -> list[str]:
             f"with retries), not at {pipeline:g}s, and holds its batch that long; raise "
             "pipeline.evaluation_timeout_s to the deadline you mean, or lower judge.timeout_s"
         )
+    lines += context_rule_warnings(config)
     return lines + credential_warnings(config) + convention_warnings(config)
+
+
+def context_rule_warnings(config: Config) -> list[str]:
+    """Rules written on an evaluator that skips records without context, and none on the
+    share it skips: a release that stops tracing its documents reads as fewer defects, never
+    a page (the embedded defaults carry `context_missing_regression` for this)."""
+    rules = config.alerts.rules
+    guarded = {rule.evaluator for rule in rules if rule.measure == "no_context"}
+    watched = sorted(
+        {rule.evaluator for rule in rules if rule.evaluator and rule.measure != "no_context"}
+    )
+    return [
+        f"alerts.rules: no rule pages when records reach {name} without their context (it "
+        "skips them, so the defect rate it reads falls rather than rises); add the default "
+        f"{{name: context_missing_regression, evaluator: {name}, measure: no_context, "
+        "baseline: {window: 24h}, severity: page}"
+        for name in watched
+        if name not in guarded and needs_context(name)
+    ]
 
 
 # Below this a token is guessed, not kept secret (`openssl rand -hex 32` gives 64).

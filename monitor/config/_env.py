@@ -77,9 +77,15 @@ def _walk(node: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], A
             yield from _walk(value, here)
 
 
-def expand_env_refs(data: dict[str, Any], environ: Mapping[str, str]) -> dict[str, str]:
-    """Substitute `${env:...}` in place; returns {path: variables} for blaming problems."""
+def expand_env_refs(
+    data: dict[str, Any], environ: Mapping[str, str]
+) -> tuple[dict[str, str], list[str], list[str]]:
+    """Substitute `${env:...}` in place; returns ({path: variables} for blaming problems,
+    the references that could not be expanded, the paths of their values). A mapping's
+    value that could not be expanded is taken out (validated as if not written, so the
+    rest of the file is still checked: every problem in one run); a list's stays as written."""
     problems: list[str] = []
+    failed: list[str] = []
     sources: dict[str, str] = {}
     for path, container, key in _walk(data, ()):
         text = container[key]
@@ -90,12 +96,13 @@ def expand_env_refs(data: dict[str, Any], environ: Mapping[str, str]) -> dict[st
             container[key] = _substitute(text, environ, used)
         except ValueError as exc:
             problems.append(f"{'.'.join(path)}: {exc}")
+            failed.append(".".join(path))
+            if isinstance(container, dict):
+                del container[key]
             continue
         if used:
             sources[".".join(path)] = ", ".join(f"${{env:{n}}}" for n in used)
-    if problems:
-        raise ConfigError(problems)
-    return sources
+    return sources, problems, failed
 
 
 def env_overrides(

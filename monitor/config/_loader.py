@@ -226,6 +226,7 @@ def load_config(
     sources: dict[str, str] = {}
     # Every problem at once: these are reported with the validation's.
     misspelt: list[str] = []
+    unexpanded: list[str] = []  # the values whose references could not be expanded
     if path is not None:
         data = read_yaml_file(Path(path))
         if _literal_token(data):
@@ -237,9 +238,10 @@ def load_config(
             del _otlp_section(data)["auth_token"]  # validated without it, for the rest
         misspelt += _literal_headers(data)
         try:
-            sources = expand_env_refs(data, env)
+            sources, env_problems, unexpanded = expand_env_refs(data, env)
         except RecursionError:
             raise ConfigError([f"{path}: invalid YAML: nested too deeply"]) from None
+        misspelt += env_problems
     misspelt += [
         p for name in env if name.startswith(ENV_PREFIX) if (p := _single_underscore(name))
     ]
@@ -274,9 +276,17 @@ def load_config(
         problems = [p for check in checks for p in check(config, env)]
         if not misspelt and not problems:
             return config
+    # A value whose reference could not be expanded is reported as that, not again as
+    # missing or as the text written.
+    problems = [p for p in problems if not _under(p.split(":", 1)[0], unexpanded)]
     if collector_style:
         problems = [_as_protocols(p) for p in problems]
     raise ConfigError(misspelt + [_blame_env(p, sources) for p in problems])
+
+
+def _under(key: str, paths: Collection[str]) -> bool:
+    """Whether `key` is one of `paths` or a key beneath one."""
+    return any(key == path or key.startswith(path + ".") for path in paths)
 
 
 # Passes over a file that did not validate, each without the keys the last found wrong.

@@ -114,7 +114,8 @@ _NAME = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 def _label_name(value: str) -> str:
     if not _NAME.fullmatch(value):
         raise ValueError(
-            "must be 1 to 128 letters, digits, '_', '.', ':' or '-' (it is a label value)"
+            "must be 1 to 128 ASCII letters (A-Z, a-z), digits, '_', '.', ':' or '-' (it is "
+            "the alertname Alertmanager routes on); a name in another script goes in a comment"
         )
     return value
 

@@ -204,14 +204,16 @@ class LocalSafety(_LocalEvaluator):
         )
 
 
+CLASSES: dict[str, type[_LocalEvaluator]] = {
+    "local_groundedness": LocalGroundedness,
+    "local_relevance": LocalRelevance,
+    "local_retrieval": LocalRetrieval,
+    "local_safety": LocalSafety,
+}
+
+
 def _create(spec: EvaluatorConfig, context: BuildContext) -> Evaluator:
-    classes: dict[str, type[_LocalEvaluator]] = {
-        "local_groundedness": LocalGroundedness,
-        "local_relevance": LocalRelevance,
-        "local_retrieval": LocalRetrieval,
-        "local_safety": LocalSafety,
-    }
-    return classes[spec.name](spec)
+    return CLASSES[spec.name](spec)
 
 
 FACTORIES: dict[str, Factory] = dict.fromkeys(

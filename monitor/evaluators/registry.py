@@ -66,6 +66,14 @@ def known_evaluators() -> frozenset[str]:
     return frozenset(_FACTORIES)
 
 
+def needs_context(name: str) -> bool:
+    """Whether evaluator `name` skips a record that has no context (it cannot score it)."""
+    if name in local.CLASSES:
+        return "context" in local.CLASSES[name].requires
+    definition = DEFINITIONS.get(name)
+    return definition is not None and "context" in definition.requires
+
+
 def threshold_scale(name: str) -> tuple[float, float] | None:
     """The range a threshold for evaluator `name` lies in, or None when it takes none."""
     definition = DEFINITIONS.get(name)

@@ -9,7 +9,12 @@ Alertmanager. A batch is POSTed as
   annotations, `startsAt`, `endsAt`, `generatorURL`); a resolved alert carries an
   `endsAt` in the past, a firing one an `endsAt` a few re-send intervals ahead;
 - webhook: the body Alertmanager itself sends to webhook receivers (`version` "4",
-  `status`, `alerts[]`, `commonLabels`, ...), so existing receivers understand it.
+  `status`, `alerts[]`, `commonLabels`, ...), so existing receivers understand it. As
+  Alertmanager notifies them, a webhook is told of a firing alert once, again every
+  `WEBHOOK_REPEAT_S` while it fires (Alertmanager's default `repeat_interval`), and of its
+  resolve: not of the engine's re-sends, which keep Alertmanager's copy from expiring and
+  would be a chat message a minute. A batch a webhook never took is told again at the next
+  re-send.
 
 Connection errors, timeouts, 429 and 5xx are retried under the retry policy
 (`monitor/shared/retry.py`: exponential backoff with full jitter, capped; a `Retry-After` in
@@ -30,7 +35,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal
 
@@ -48,16 +53,20 @@ _LOG_INTERVAL_S = 30.0
 _RETRY_AFTER_MAX_S = 300.0
 _QUEUE_BYTES = 16 << 20
 TargetKind = Literal["alertmanager", "webhook"]
+# How often a webhook is told again of an alert that still fires.
+WEBHOOK_REPEAT_S = 4 * 3600.0
+AlertKey = tuple[tuple[str, str], ...]
 # Alerts the queue gave up on after taking them failed; those it never took were dropped.
 _OUTCOMES: dict[DropReason, str] = {"rejected": "failed", "failed": "failed"}
 
 
 @dataclass(frozen=True, slots=True)
 class _Batch:
-    """One POST: its body, and how many alerts it carries."""
+    """One POST: its body, how many alerts it carries, and their identities (labels)."""
 
     alerts: int
     body: bytes
+    keys: tuple[AlertKey, ...] = ()
 
 
 def _alerts(batch: _Batch) -> int:
@@ -69,6 +78,12 @@ class _Target:
     kind: TargetKind
     url: str
     headers: dict[str, str]
+    # A webhook's firing alerts it was told of, and when (`AlertSender._news`).
+    told: dict[AlertKey, float] = field(default_factory=dict)
+
+
+def _key(alert: Alert) -> AlertKey:
+    return tuple(sorted(alert.labels.items()))
 
 
 class AlertSender:
@@ -100,7 +115,8 @@ class AlertSender:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
-        """`wall_clock` is what a `Retry-After` HTTP-date is measured from."""
+        """`wall_clock` is what a `Retry-After` HTTP-date and a webhook's repeat are
+        measured from."""
         self._t = telemetry
         self._wall_clock = wall_clock
         targets: list[_Target] = []
@@ -153,9 +169,32 @@ class AlertSender:
     def notify(self, alerts: Sequence[Alert]) -> None:
         if not alerts:
             return
+        now = self._wall_clock()
         for target, queue in self._queues:
-            body = json.dumps(self._body(target.kind, alerts)).encode()
-            queue.put(_Batch(len(alerts), body), len(body))
+            batch = alerts if target.kind == "alertmanager" else self._news(target, alerts, now)
+            if not batch:
+                continue
+            body = json.dumps(self._body(target.kind, batch)).encode()
+            keys = tuple(_key(alert) for alert in batch) if target.kind == "webhook" else ()
+            queue.put(_Batch(len(batch), body, keys), len(body))
+
+    @staticmethod
+    def _news(target: _Target, alerts: Sequence[Alert], now: float) -> list[Alert]:
+        """What webhook `target` is to be told of `alerts`: a firing alert it was not told
+        of in the last `WEBHOOK_REPEAT_S`, and every resolve."""
+        told = target.told
+        for key in [key for key, at in told.items() if now - at >= WEBHOOK_REPEAT_S]:
+            del told[key]  # told again if it still fires (fleet alerts end without a resolve)
+        out = []
+        for alert in alerts:
+            key = _key(alert)
+            if alert.status == "resolved":
+                told.pop(key, None)
+                out.append(alert)
+            elif key not in told:
+                told[key] = now
+                out.append(alert)
+        return out
 
     async def shutdown(self, deadline_s: float) -> None:
         """Deliver what is queued until `deadline_s`, then give up (counted). Safe without
@@ -220,6 +259,9 @@ class AlertSender:
 
     def _dropped(self, target: _Target, batches: list[_Batch], reason: DropReason) -> None:
         self._count(target, _OUTCOMES.get(reason, "dropped"), batches)
+        for batch in batches:  # never arrived: told at the next re-send
+            for key in batch.keys:
+                target.told.pop(key, None)
 
     def _count(self, target: _Target, outcome: str, batches: list[_Batch]) -> None:
         n = sum(batch.alerts for batch in batches)

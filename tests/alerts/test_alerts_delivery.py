@@ -9,6 +9,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from harness.wait import wait_until_async
 from monitor.alerts import AlertEngine
 from monitor.component import Alert, Evaluated
 from monitor.config import AbsoluteRule
-from monitor.exporters.alertmanager import AlertSender
+from monitor.exporters.alertmanager import WEBHOOK_REPEAT_S, AlertSender
 from monitor.records import RagRecord
 from monitor.results import EvalResult
 from monitor.telemetry import Telemetry, create_telemetry
@@ -239,3 +240,41 @@ async def test_shutdown_gives_up_at_its_deadline_and_counts_what_was_left(closed
     await sender.shutdown(0.3)
     assert count(t, "dropped", stage="alerts", reason="shutdown") == 3
     assert count(t, "alert_notifications", target="alertmanager", outcome="dropped") == 3
+
+
+async def test_a_webhook_is_told_of_an_alert_once_not_at_each_re_send() -> None:
+    """The engine re-sends a firing alert every minute (so Alertmanager's copy does not
+    expire); a webhook — a chat, a pager bridge — is told as Alertmanager tells one: once,
+    again after `WEBHOOK_REPEAT_S`, and of the resolve. A batch it never took (refused) is
+    told at the next re-send. Alertmanager itself gets every re-send."""
+    t = create_telemetry()
+    wall = [1_000.0]
+    with webhook() as hook, webhook() as am:
+        hook.statuses = [400]  # the first batch is refused: dropped
+        sender = AlertSender(
+            t, alertmanager_url=am.url, webhooks=[(hook.url, {})], wall_clock=lambda: wall[0]
+        )
+        await sender.start()
+        refused = partial(count, t, "alert_notifications", target="webhook", outcome="failed")
+        sent = partial(count, t, "alert_notifications", target="webhook", outcome="sent")
+        sender.notify([alert(service="店")])
+        await eventually(lambda: refused() == 1)
+        for _ in range(3):  # re-sends a minute apart: the first delivers what was refused
+            wall[0] += 60
+            sender.notify([alert(service="店")])
+        wall[0] += 60
+        sender.notify([alert(service="店"), alert(service="cart")])
+        await eventually(lambda: sent() == 2)
+        sender.notify([alert("resolved", service="店"), alert(service="cart")])
+        wall[0] += WEBHOOK_REPEAT_S
+        sender.notify([alert(service="cart")])
+        await eventually(lambda: sent() == 4)
+        await sender.shutdown(DELIVER_ALL_S)
+    told = [[(a["status"], a["labels"]["service"]) for a in body["alerts"]] for body in hook.bodies]
+    assert told == [
+        [("firing", "店")],
+        [("firing", "cart")],
+        [("resolved", "店")],
+        [("firing", "cart")],
+    ]
+    assert len(am.bodies) == 7  # every notify, re-sends included

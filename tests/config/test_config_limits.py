@@ -173,9 +173,12 @@ def test_a_config_of_the_usual_shape_has_no_warning(
         "[app.session_id], output: [{event: app.answer, attribute: text}]}"
     )
     retriever = RETRIEVER.replace("NAME", "retriever")
-    path.write_text(
-        slo(burn_rates="[{burn_rate: 2, long: 1h, short: 5m}]")
-        + f"extraction: {{conventions: [{retriever}, {session}]}}\n"
+    # An SLO on groundedness, with the default rule on the records it skips beside it.
+    context = "{name: ctx, evaluator: local_groundedness, measure: no_context, baseline: {}}"
+    rules = slo(burn_rates="[{burn_rate: 2, long: 1h, short: 5m}]").replace(
+        "}]}\n", f"}}, {context}]}}\n"
     )
+    assert context in rules
+    path.write_text(rules + f"extraction: {{conventions: [{retriever}, {session}]}}\n")
     assert check_config(path, ()) == 0
     assert "warning:" not in capsys.readouterr().err

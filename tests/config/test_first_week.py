@@ -300,3 +300,77 @@ def test_a_key_found_wrong_is_not_blamed_again_for_its_default(tmp_path: Path) -
         "alerts.rules.0.severity",
         "audit.labels.http",
     ], problems
+
+
+def test_a_variable_not_set_does_not_hide_the_other_problems(tmp_path: Path) -> None:
+    """A reference to a variable that is not set is one problem among the file's others,
+    reported once: not again as the key it left missing (a required URL) or as the text."""
+    problems = _problems(
+        tmp_path,
+        "sampling: {rate: '0.5'}\n"
+        "alerts:\n"
+        "  alertmanager: {url: '${env:AM_URL}'}\n"
+        "  webhooks: [{url: '${env:HOOK_URL}', headers: {Authorization: 'Bearer ${env:TOK}'}}]\n"
+        "  rules: [{name: a, evaluator: local_groundedness, baseline: {}, severity: pgae}]\n",
+        environ={},
+    )
+    assert sorted(p.split(":", 1)[0] for p in problems) == [
+        "alerts.alertmanager.url",
+        "alerts.rules.0.severity",
+        "alerts.webhooks.0.headers.Authorization",
+        "alerts.webhooks.0.url",
+        "sampling.rate",
+    ], problems
+    assert (
+        "environment variable AM_URL is not set"
+        in problems[[p.split(":", 1)[0] for p in problems].index("alerts.alertmanager.url")]
+    )
+
+
+def test_rules_without_the_context_rule_are_warned_of(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's first rule copied alone: groundedness skips records that lost their
+    documents, so nothing would page on them. check-config warns, naming the rule to add;
+    with it, or on an evaluator that needs no context, it says nothing."""
+    regression = (
+        "alerts:\n  rules:\n"
+        "    - {name: hallucination, evaluator: local_groundedness, baseline: {window: 24h}}\n"
+    )
+    code, _, err = _checked(tmp_path, capsys, regression)
+    assert code == 0
+    (line,) = [line for line in err.splitlines() if "without their context" in line]
+    assert line.startswith(
+        "warning: alerts.rules: no rule pages when records reach "
+        "local_groundedness without their context"
+    )
+    assert "measure: no_context" in line
+    guarded = regression + (
+        "    - {name: ctx, evaluator: local_groundedness, measure: no_context, baseline: {}}\n"
+    )
+    code, _, err = _checked(tmp_path, capsys, guarded)
+    assert code == 0 and "without their context" not in err, err
+    relevance = "alerts:\n  rules:\n    - {name: r, evaluator: local_relevance, baseline: {}}\n"
+    code, _, err = _checked(tmp_path, capsys, relevance)
+    assert code == 0 and "without their context" not in err, err
+
+
+def test_the_summary_says_what_a_context_rule_watches(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """check-config's line for the default context rule names the share it watches, not a
+    defect rate (which its evaluator's other rule watches)."""
+    code, out, _ = _checked(tmp_path, capsys, "")
+    assert code == 0
+    assert "# alert context_missing_regression: share of records without context up by " in out
+    assert "# alert hallucination_regression: defect rate up by " in out
+
+
+def test_a_rule_name_in_chinese_is_refused_saying_which_letters(tmp_path: Path) -> None:
+    """幻觉回归 is letters to its writer: the refusal says ASCII letters, not "letters"."""
+    (problem,) = _problems(
+        tmp_path,
+        "alerts:\n  rules:\n    - {name: 幻觉回归, evaluator: local_groundedness, baseline: {}}\n"
+        "    - {name: ctx, evaluator: local_groundedness, measure: no_context, baseline: {}}\n",
+    )
+    assert problem.startswith("alerts.rules.0.name: must be 1 to 128 ASCII letters (A-Z, a-z)")

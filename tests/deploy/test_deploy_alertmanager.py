@@ -161,6 +161,43 @@ def _inhibited_by(base: str, labels: dict[str, str]) -> list[str]:
              "generator": GENERATOR, "evaluator": "local_groundedness"},
             False,
         ),
+        # The sidecar's page and its Prometheus mirror are one incident: one notification.
+        (
+            {"alertname": "jailbreak_rate", "service": "客服", "severity": "page",
+             "generator": GENERATOR, "category": "jailbreak"},
+            {"alertname": "RagSafetyDefectRateHigh", "service": "客服", "severity": "page",
+             "category": "jailbreak"},
+            True,
+        ),
+        (
+            {"alertname": "hallucination_regression", "service": "shop", "severity": "page",
+             "generator": GENERATOR, "evaluator": "local_groundedness"},
+            {"alertname": "RagHallucinationRegression", "service": "shop", "severity": "page",
+             "evaluator": "local_groundedness", "revision": "0.1.0+3fa2b1c0"},
+            True,
+        ),
+        # ... but not another category's, another service's, or the other way round.
+        (
+            {"alertname": "jailbreak_rate", "service": "客服", "severity": "page",
+             "generator": GENERATOR, "category": "jailbreak"},
+            {"alertname": "RagSafetyDefectRateHigh", "service": "客服", "severity": "page",
+             "category": "violence"},
+            False,
+        ),
+        (
+            {"alertname": "hallucination_regression", "service": "shop", "severity": "page",
+             "generator": GENERATOR, "evaluator": "local_groundedness"},
+            {"alertname": "RagHallucinationRegression", "service": "cart", "severity": "page",
+             "evaluator": "local_groundedness", "revision": "0.1.0+3fa2b1c0"},
+            False,
+        ),
+        (
+            {"alertname": "RagSafetyDefectRateHigh", "service": "客服", "severity": "page",
+             "category": "jailbreak"},
+            {"alertname": "jailbreak_rate", "service": "客服", "severity": "page",
+             "generator": GENERATOR, "category": "jailbreak"},
+            False,
+        ),
     ],
 )  # fmt: skip
 def test_inhibit_rules_match_what_the_kit_sends(

@@ -549,7 +549,7 @@ def test_a_revoke_waits_for_messages_in_flight_in_the_clients_loop_never_blockin
     receiver._on_assigned({p0})
     tracker = receiver._tracker(p0)
     client = _CommittingClient()
-    receiver._consumer = client  # type: ignore[assignment]
+    receiver._consumer = client
     tracker.add(5, 1)  # a message in flight, not waiting in an open trace
     revoking = receiver._on_revoked({p0})
     assert next(revoking) > 0 and next(revoking) > 0  # still in flight: it waits

@@ -7,7 +7,9 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from monitor.alerts.attribution._buckets import MIN_SLICE
 from monitor.alerts.describe import p_text
+from monitor.records.where import DIMENSIONS
 
 SHOWN_SLICES = 3
 
@@ -140,6 +142,13 @@ class Explanation:
     def where_text(self) -> str:
         if self.samples == 0:
             return "no data: the attribution has seen no verdicts of this alert (restarted?)"
+        if not self.tested:
+            # Nothing was compared: "spread evenly" would be a finding the data never gave.
+            return (
+                f"no slice to compare: no value of {', '.join(DIMENSIONS)} held "
+                f"{MIN_SLICE} of the verdicts with as many in the rest, so where the rise "
+                "is cannot be told (the app sets service.version, a route, the model)"
+            )
         if not self.named:
             return (
                 f"no slice: the rise is spread evenly (none of {self.tested} slices rose "

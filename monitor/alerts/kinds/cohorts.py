@@ -14,6 +14,7 @@ from monitor.alerts.describe import p_text, utc
 from monitor.alerts.gauges import AlertGauges
 from monitor.alerts.kinds import Decision, Entry, Judgment, decide
 from monitor.alerts.kinds.absolute import WindowKind, WindowState
+from monitor.alerts.rule import MEASURED
 from monitor.config import AlertRule
 from monitor.evidence import (
     Moments,
@@ -77,7 +78,7 @@ class Cohorts(WindowKind):
     @staticmethod
     def summary(config: AlertRule, terms: Terms, budget: str) -> str:
         assert config.cohorts is not None
-        measured = "mean defect score" if config.measure == "scores" else "defect rate"
+        measured = MEASURED.get(config.measure, "defect rate")
         rise = terms.rise_text()
         return (
             f"{measured} of each {config.cohorts.by} over {config.window} up by "

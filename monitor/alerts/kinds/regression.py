@@ -24,7 +24,7 @@ from monitor.alerts.kinds.regression_held import (
 )
 from monitor.alerts.kinds.regression_shadow import ShadowHooks
 from monitor.alerts.kinds.regression_state import RegressionState
-from monitor.alerts.rule import Rule
+from monitor.alerts.rule import MEASURED, Rule
 from monitor.config import AlertRule
 from monitor.evidence import Arrival, Moments, Terms, Unit
 from monitor.telemetry import RateLimitedLog
@@ -50,7 +50,7 @@ class Regression(ShadowHooks):
     @staticmethod
     def summary(config: AlertRule, terms: Terms, budget: str) -> str:
         assert config.baseline is not None
-        measured = "mean defect score" if config.measure == "scores" else "defect rate"
+        measured = MEASURED.get(config.measure, "defect rate")
         rise = terms.rise_text()
         return (
             f"{measured} up by {rise} or more on {reference_text(config.baseline)} "
@@ -364,4 +364,4 @@ class Regression(ShadowHooks):
         if state.judging.sequential is not None:
             gauges.evidence(service, name, state.judging.sequential.progress(self.terms.budget_s))
         gauges.firing(self.rule, service, "", entry.firing)
-        gauges.screen(service, name, state.baseline.history.senders)
+        gauges.screen(service, name, state.baseline.history.senders, now)
