@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import zlib
 from array import array
 from collections import deque
 
@@ -197,7 +198,10 @@ class Buckets:
             self.round_robin += 1
             g = 3 * (self.round_robin % GROUPS)
         else:
-            g = 3 * (hash(unit) % GROUPS)
+            # A hash that is the same in every process (Python's `hash` of a string is
+            # salted per process): the groups, and so the design effect a page is judged
+            # with, are the same in a restarted sidecar and in `backtest`.
+            g = 3 * (zlib.crc32(unit.encode("utf-8", "surrogatepass")) % GROUPS)
         self.groups[g] += n
         self.groups[g + 1] += x
         self.groups[g + 2] += q
