@@ -20,6 +20,9 @@ from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
 from tests.alerts.test_alerts import Clock, question, verdict
 
+# Hours of a canary and its rollout on a simulated clock.
+pytestmark = pytest.mark.scorecard
+
 RULE = "context_missing_regression"
 DOCS = (ContextDoc(content="The kettle has a two-year warranty."),)
 

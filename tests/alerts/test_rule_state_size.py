@@ -19,12 +19,17 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from harness.production_streams import EVALUATOR
 from monitor.alerts import AlertEngine
 from monitor.alerts.rule import Origin
 from monitor.config import AlertBaseline, RegressionRule
 from monitor.results import EvalResult
 from monitor.telemetry import create_telemetry
+
+# Ten hours of a service on a simulated clock.
+pytestmark = pytest.mark.scorecard
 
 # The most names a regression rule's saved entry of one service may hold.
 MOST_NAMES = 50  # the first level's units after a cut (`first.after`) among them
