@@ -121,10 +121,13 @@ def check_config(path: Path, flag_env: tuple[str, ...], probe: bool = False) -> 
             on_unread=lambda line: print(line, file=sys.stderr),
             read_elsewhere=flag_env,
             checks=CHECK_CONFIG,
+            warn=config_warnings,
         )
     except ConfigError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
+        for line in exc.warnings:
+            print(f"warning: {line}", file=sys.stderr)
         return 1
     probed: list[str] = []
     if probe:

@@ -26,11 +26,14 @@ from pydantic import (
 
 
 class ConfigError(Exception):
-    """A config that cannot be used; `problems` holds one `path: message` line each."""
+    """A config that cannot be used; `problems` holds one `path: message` line each, and
+    `warnings` what the rest of the file says that is likely not meant (`load_config`'s
+    `warn`), so that one run reports both."""
 
-    def __init__(self, problems: list[str]) -> None:
+    def __init__(self, problems: list[str], warnings: list[str] | None = None) -> None:
         super().__init__("\n".join(problems))
         self.problems = problems
+        self.warnings = warnings or []
 
 
 class EnvText(str):

@@ -212,6 +212,7 @@ def load_config(
     on_unread: Callable[[str], None] | None = None,
     read_elsewhere: Collection[str] = (),
     checks: Sequence[ConfigCheck] = (),
+    warn: Callable[[Config], list[str]] | None = None,
 ) -> Config:
     """Read YAML (optional), expand `${env:...}`, apply `RAG_MONITOR_*__*` overrides,
     validate. `evaluator_check` adds the evaluators' own checks to the same pass, so that
@@ -220,7 +221,10 @@ def load_config(
     `on_unread` is told, one line each, of the `RAG_MONITOR_*` variables that nothing
     reads: neither a config key nor one of `read_elsewhere` (the command line's flags) nor
     a variable the config names (`${env:...}`, `*_env` keys). `checks` run on a config
-    that validated, their problems reported with the rest."""
+    that validated, their problems reported with the rest. `warn` says what a config that
+    validated holds that is likely not meant; of a file with problems, what it says of the
+    rest of the file (without the keys found wrong) goes in the error's `warnings`, so a
+    token sent in the clear is not learnt of only once every typo is fixed."""
     env: Mapping[str, str] = os.environ if environ is None else environ
     data: dict[str, Any] = {}
     sources: dict[str, str] = {}
@@ -270,18 +274,21 @@ def load_config(
         # file without the keys found wrong (every problem in one run).
         problems += [p for p in _references(data) if p not in problems]
         context = {"environ": env, "evaluator_check": evaluator_check}
-        later = _without_wrong_keys(data, problems, context, checks, env)
+        later, warned = _without_wrong_keys(data, problems, context, checks, env, warn)
         problems += [p for p in later if p not in problems]
     else:
         problems = [p for check in checks for p in check(config, env)]
         if not misspelt and not problems:
             return config
+        warned = warn(config) if warn is not None else []
     # A value whose reference could not be expanded is reported as that, not again as
     # missing or as the text written.
     problems = [p for p in problems if not _under(p.split(":", 1)[0], unexpanded)]
+    warned = [w for w in warned if not _under(w.split(":", 1)[0], unexpanded)]
     if collector_style:
         problems = [_as_protocols(p) for p in problems]
-    raise ConfigError(misspelt + [_blame_env(p, sources) for p in problems])
+        warned = [_as_protocols(w) for w in warned]
+    raise ConfigError(misspelt + [_blame_env(p, sources) for p in problems], warned)
 
 
 def _under(key: str, paths: Collection[str]) -> bool:
@@ -299,16 +306,18 @@ def _without_wrong_keys(
     context: dict[str, Any],
     checks: Sequence[ConfigCheck],
     env: Mapping[str, str],
-) -> list[str]:
+    warn: Callable[[Config], list[str]] | None,
+) -> tuple[list[str], list[str]]:
     """What the checks that need valid sections say of a file that did not validate (a
-    section's checks across its keys, the config checks): validated again without the keys
-    `problems` name (their defaults in their place), until it validates. A problem about a
-    key taken out, or a key under or above one, is left out: it would be about the default
-    in its place, not about what the file says."""
+    section's checks across its keys, the config checks), and what `warn` says of it:
+    validated again without the keys `problems` name (their defaults in their place), until
+    it validates. A problem or warning about a key taken out, or a key under or above one,
+    is left out: it would be about the default in its place, not about what the file says."""
     trial = copy.deepcopy(data)
     taken: list[str] = []
     valued: list[str] = []  # the keys taken out for their value, not for being unknown
     found: list[str] = []
+    warned: list[str] = []
     for _ in range(_PASSES):
         wrong = {p.split(": ", 1)[0]: p for p in problems}
         wrong = {where: p for where, p in wrong.items() if _remove(trial, where.split("."))}
@@ -321,12 +330,28 @@ def _without_wrong_keys(
         try:
             config = Config.model_validate(trial, context=context)
         except ValidationError as exc:
-            problems = [p for p in validation_problems(exc, Config) if not _about(p, taken, valued)]
+            left = validation_problems(exc, Config)
+            problems = [p for p in left if not _about(p, taken, valued)]
             found += problems
+            if not problems:
+                # Only what stands in for keys taken out fails (a required rule name): the
+                # next pass takes out the section holding it, so the rest is still checked.
+                problems = [f"{_holder(p.split(': ', 1)[0])}: taken out" for p in left]
             continue
         found += [p for check in checks for p in check(config, env) if not _about(p, taken, valued)]
+        if warn is not None:
+            warned = [w for w in warn(config) if not _about(w, taken, valued)]
         break
-    return found
+    return found, warned
+
+
+def _holder(key: str) -> str:
+    """The key above `key` that a section holds by name (`alerts.rules.1.name` is held
+    by `alerts.rules`: a list entry cannot be taken out without renumbering the rest)."""
+    parts = key.split(".")[:-1]
+    while parts and parts[-1].isdigit():
+        parts.pop()
+    return ".".join(parts)
 
 
 def _remove(data: Any, path: list[str]) -> bool:

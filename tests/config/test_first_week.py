@@ -374,3 +374,34 @@ def test_a_rule_name_in_chinese_is_refused_saying_which_letters(tmp_path: Path) 
         "    - {name: ctx, evaluator: local_groundedness, measure: no_context, baseline: {}}\n",
     )
     assert problem.startswith("alerts.rules.0.name: must be 1 to 128 ASCII letters (A-Z, a-z)")
+
+
+def test_a_token_in_the_clear_is_warned_of_in_the_run_that_finds_typos(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new user's first config, with a misspelt key, a misspelt severity and the OTLP
+    token on 0.0.0.0 without TLS: one run says all of it (the warnings after the problems),
+    each once, and nothing about the defaults put in place of the wrong keys (no missing
+    context rule: the rule whose severity is wrong is still the user's)."""
+    monkeypatch.setenv("RAG_MONITOR_TEST_OTLP_TOKEN", "短い")
+    text = (OTLP % ("0.0.0.0", "0.0.0.0")) + (
+        "exporters: {prometheus: {endpiont: '127.0.0.1:9464'}}\n"
+        "alerts:\n  rules:\n"
+        "    - {name: h, evaluator: local_groundedness, baseline: {}, severity: pgae}\n"
+        "    - {name: 幻觉, evaluator: local_groundedness, measure: no_context, baseline: {}}\n"
+    )
+    code, _, err = _checked(tmp_path, capsys, text)
+    assert code == 1
+    problems = [line.split(":", 1)[0] for line in err.splitlines() if "warning: " not in line]
+    assert sorted(problems) == [
+        "alerts.rules.0.severity",
+        "alerts.rules.1.name",
+        "exporters.prometheus.endpiont",
+    ], err
+    assert sorted(w.split(":", 1)[0] for w in _warnings(err)) == [
+        "receivers.otlp.auth_token_env",
+        "receivers.otlp.grpc.endpoint",
+        "receivers.otlp.http.endpoint",
+    ], err
+    assert err.index("warning: ") > max(err.index(p) for p in problems)
+    assert "短い" not in err
