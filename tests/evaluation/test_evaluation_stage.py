@@ -696,3 +696,21 @@ async def test_a_record_in_a_script_the_detector_was_not_measured_on_gets_no_loc
     said = [r.getMessage() for r in caplog.records if "svc" in r.getMessage()]
     assert any("Thai" in m and "groundedness" in m for m in said)
     assert any("Korean" in m for m in said) and any("Arabic" in m for m in said)
+
+
+async def test_the_language_line_names_every_embedded_evaluator_that_skips(
+    telemetry: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A Russian answer: the one line per service and language names each embedded
+    evaluator that gives no verdict on it, not only the first that skipped."""
+    names = ["local_groundedness", "local_relevance", "local_safety"]
+    evaluators = [ScriptedEvaluator(name) for name in names]
+    stage, _ = _stage(telemetry, evaluators, specs=[EvaluatorConfig(name=n) for n in names])
+    await stage.start()
+    await _put(stage, _rec(1, response="Гарантия на чайник составляет два года."))
+    await stage.shutdown(5)
+    assert [e.calls for e in evaluators] == [0, 0, 0]
+    said = [r.getMessage() for r in caplog.records if "get no verdict" in r.getMessage()]
+    (cyrillic,) = said
+    assert "cyrillic" in cyrillic
+    assert "(local_groundedness, local_relevance, local_safety skipped;" in cyrillic

@@ -362,6 +362,13 @@ class BatchEvaluator:
         ).inc()
         self._t.child(self._unsupported_language, service, name, language).inc()
         judges = sorted(s.evaluator.name for s in stages if s.evaluator.kind == "judge")
+        # Said once per service and language, so it names every embedded evaluator that
+        # skips it, not only the one that came first.
+        unread = [
+            s.evaluator.name
+            for s in stages
+            if language not in scripts.READS.get(s.evaluator.name, frozenset({language}))
+        ]
         self._warn.warning(
             f"language/{service}/{language}",
             "%s: records of service %r in %s get no verdict from the embedded evaluators "
@@ -370,7 +377,7 @@ class BatchEvaluator:
             scripts.LANGUAGE.get(language, language),
             service,
             language,
-            name,
+            ", ".join(unread),
             ", ".join(judges) or "none configured (add an LLM judge, e.g. groundedness)",
         )
         return True
