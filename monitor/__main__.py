@@ -26,7 +26,12 @@ import monitor.shared.threads  # noqa: F401
 from monitor.shared.logs import configure_logging
 
 # isort: on
-from monitor.cli.check_config import check_config, convention_keys, judge_credentials
+from monitor.cli.check_config import (
+    check_config,
+    config_warnings,
+    convention_keys,
+    judge_credentials,
+)
 from monitor.config import Config, ConfigError, load_config
 from monitor.evaluators.registry import evaluator_problems
 from monitor.receivers.replay import replay_file
@@ -218,6 +223,10 @@ def main(argv: list[str] | None = None) -> int:
             checks=(judge_credentials, convention_keys),
         )
         if args.command == "run":
+            # What check-config warns of (a token sent in the clear, no context rule) is
+            # said where a sidecar started without check-config is read: its log.
+            for line in config_warnings(config):
+                log.warning("config: %s", line)
             return _run_loop(_run(config))
         if args.command == "backtest":
             return _backtest(config, args.files, as_json=args.json, strict=args.strict)

@@ -6,7 +6,9 @@ problem of a file in one run — and what it says of credentials."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Coroutine
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -405,3 +407,28 @@ def test_a_token_in_the_clear_is_warned_of_in_the_run_that_finds_typos(
     ], err
     assert err.index("warning: ") > max(err.index(p) for p in problems)
     assert "短い" not in err
+
+
+def test_run_logs_what_check_config_warns_of(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sidecar started without check-config (the README's first command, a pod) on a
+    token over plain HTTP off loopback says so in its log at start, once per line."""
+    import monitor.__main__ as cli
+
+    def started(main: Coroutine[Any, Any, int]) -> int:
+        main.close()
+        return 0
+
+    monkeypatch.setattr(cli, "_run_loop", started)
+    monkeypatch.setenv("RAG_MONITOR_TEST_OTLP_TOKEN", LONG)
+    path = tmp_path / "c.yaml"
+    path.write_text(OTLP % ("0.0.0.0", "0.0.0.0"))
+    assert cli.main(["run", "--config", str(path)]) == 0
+    err = capsys.readouterr().err
+    said = [line for line in err.splitlines() if "over plain" in line]
+    assert [line.split("config: ", 1)[1].split(":")[0] for line in said] == [
+        "receivers.otlp.grpc.endpoint",
+        "receivers.otlp.http.endpoint",
+    ], err
+    assert all("WARNING" in line for line in said) and LONG not in err
