@@ -464,3 +464,25 @@ def test_every_copy_of_a_page_reports_the_evidence_it_fired_on() -> None:
     first = {k: copies[0].annotations[k] for k in keys}
     assert [{k: a.annotations[k] for k in keys} for a in copies] == [first] * len(copies)
     assert all(a.annotations["description"] == copies[0].annotations["description"] for a in copies)
+
+
+@pytest.mark.parametrize("test", TESTS)
+def test_a_resolve_says_what_the_window_shows_now(test: str) -> None:
+    """The resolve on-call reads says the rate came back, with the current window's
+    figures: not "rose from 0.20 to 0.20" beside the p-value and distinct requests of the
+    run that paged (the sequential test's strongest run keeps them until it is reset)."""
+    engine, _, clock = make(RULE.model_copy(update={"test": test}))
+    stream = Requests(engine, clock)
+    stream.run(900, 0.20)
+    stream.run(120, 0.50)
+    assert engine.firing() == [(RULE.name, "shop")]
+    stream.run(180, 0.20)
+    assert engine.firing() == []
+    (resolved,) = [a for a in stream.sent if a.status == "resolved"]
+    notes = resolved.to_alertmanager()["annotations"]
+    assert isinstance(notes, dict)
+    assert "rose from" not in notes["summary"], notes["summary"]
+    assert notes["summary"].startswith("evaluator local_groundedness defect rate on shop came back")
+    assert float(notes["p_value"]) > 0.05, notes
+    assert notes["distinct_requests"] == notes["samples"], notes
+    assert "p < " not in notes["description"], notes["description"]

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from monitor.alerts.describe import p_text, shown_duration
 from monitor.alerts.gauges import AlertGauges, SenderScreen
-from monitor.alerts.kinds import Entry, Judgment, Paired, decide
+from monitor.alerts.kinds import Decision, Entry, Judgment, Paired, decide
 from monitor.alerts.kinds.regression_expectation import reference_text, season_text
 from monitor.alerts.kinds.regression_held import (
     came_back_text,
@@ -276,6 +276,11 @@ class Regression(ShadowHooks):
             return {"": replace(fired, note=note, figures={**fired.figures, **kept})}
         if entry.firing and resolve:
             evidence = current
+            if test is not None:
+                # A resolve says what the window shows now, not the p-value and distinct
+                # requests of the run that paged (kept by the test until `settle`).
+                p = self._window_p(state, now)
+                figures.pop("distinct", None)
             if held and "accepted" not in figures:
                 back = against is not None and current.samples
                 note = came_back_text(against.mean) if against is not None and back else ""
@@ -328,11 +333,13 @@ class Regression(ShadowHooks):
         )
         if judgment.note:
             story = f"{judgment.note}; {story}"
+        moved = (
+            f"came back to {current.mean:.2f} against {expected.mean:.2f} expected"
+            if judgment.decision is Decision.RESOLVE
+            else f"rose from {expected.mean:.2f} to {current.mean:.2f}"
+        )
         return {
-            "summary": (
-                f"{what} {measured} on {service} rose from {expected.mean:.2f} "
-                f"to {current.mean:.2f}"
-            ),
+            "summary": f"{what} {measured} on {service} {moved}",
             "description": story,
             "defect_rate": f"{current.mean:.4f}",
             "baseline_defect_rate": f"{expected.mean:.4f}",
