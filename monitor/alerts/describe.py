@@ -61,6 +61,10 @@ def _labels(rule: Rule, service: str, cohort: str, severity: str | None) -> dict
         labels["evaluator"] = cfg.evaluator
     else:
         labels["category"] = str(cfg.category)
+    if cfg.measure != "verdicts":
+        # Another quantity than the evaluator's defect rate (the share of records without
+        # context): the routing tells it from the defect rate's pages and their mirrors.
+        labels["measure"] = cfg.measure
     if rule.cohort_by is not None:
         labels["cohort"] = cohort
     return labels

@@ -80,6 +80,9 @@ def test_a_version_that_loses_its_context_pages_saying_so(tmp_path: Path, share:
     assert minutes <= 15, minutes
     page = next(a for a in sent if a.labels["alertname"] == RULE and a.status == "firing")
     assert page.labels["severity"] == "page"
+    # What the routing tells it from a defect rate's page by (its inhibit rules: the
+    # Prometheus mirror of the hallucination rule still notifies).
+    assert page.labels["measure"] == "no_context"
     summary = page.annotations["summary"]
     assert summary.startswith("the context went missing: share of records with no context")
     assert "on shop rose from 0.00 to " in summary

@@ -176,6 +176,15 @@ def _inhibited_by(base: str, labels: dict[str, str]) -> list[str]:
              "evaluator": "local_groundedness", "revision": "0.1.0+3fa2b1c0"},
             True,
         ),
+        # A page on the records that lost their context is another incident than the
+        # mirror's rise of the defect rate: the mirror still notifies.
+        (
+            {"alertname": "context_missing_regression", "service": "shop", "severity": "page",
+             "generator": GENERATOR, "evaluator": "local_groundedness", "measure": "no_context"},
+            {"alertname": "RagHallucinationRegression", "service": "shop", "severity": "page",
+             "evaluator": "local_groundedness", "revision": "0.1.0+3fa2b1c0"},
+            False,
+        ),
         # ... but not another category's, another service's, or the other way round.
         (
             {"alertname": "jailbreak_rate", "service": "客服", "severity": "page",
