@@ -39,10 +39,12 @@ def _record(n: int, version: str, context: bool) -> RagRecord:
     )
 
 
-def _run(tmp_path: Path, new_share: float) -> tuple[list[Alert], list[tuple[str, str]], float]:
+def _run(
+    tmp_path: Path, new_share: float, back_s: int = 0
+) -> tuple[list[Alert], list[tuple[str, str]], float]:
     """Three hours of version 1.0 (every record with context, 10 % failing groundedness),
     then version 2.0 on `new_share` of the traffic, its records without context, for an
-    hour; one record a second. Returns what was sent, what fires at the end, and the
+    hour, then version 1.0 alone for `back_s`; one record a second. Returns what was sent, what fires at the end, and the
     minutes from the new version to the first page of `RULE`."""
     empty = tmp_path / "monitor.yaml"
     empty.write_text("")
@@ -55,12 +57,12 @@ def _run(tmp_path: Path, new_share: float) -> tuple[list[Alert], list[tuple[str,
     sent: list[Alert] = []
     first = float("nan")
     tick = start + 15
-    for n in range(4 * 3600):
+    for n in range(4 * 3600 + back_s):
         clock.now = start + n
         while clock.now >= tick:
             sent += engine.evaluate()
             tick += 15
-        new = n >= 3 * 3600 and rng.random() < new_share
+        new = 3 * 3600 <= n < 4 * 3600 and rng.random() < new_share
         results: dict[str, EvalResult] = {}
         if not new:
             results["local_groundedness"] = verdict("local_groundedness", rng.random() >= 0.1)
@@ -92,3 +94,14 @@ def test_a_version_that_loses_its_context_pages_saying_so(tmp_path: Path, share:
         assert (where.labels["dimension"], where.labels["value"]) == ("version", "2.0")
     before = [a for a in sent if a.labels["alertname"] == RULE]
     assert before and all(a.starts_at == page.starts_at for a in before)
+
+
+def test_the_resolve_says_the_context_is_back(tmp_path: Path) -> None:
+    """The canary rolled back: one resolve, saying the context is back at the window's
+    share, not "the context went missing: ... rose from 0.00 to 0.00"."""
+    sent, firing, _ = _run(tmp_path, 0.2, back_s=3600)
+    assert firing == []
+    (resolved,) = [a for a in sent if a.labels["alertname"] == RULE and a.status == "resolved"]
+    summary = resolved.annotations["summary"]
+    assert summary.startswith("the context is back: share of records with no context"), summary
+    assert " on shop came back to 0.0" in summary and "against 0.00 expected" in summary, summary

@@ -333,11 +333,11 @@ class Regression(ShadowHooks):
         )
         if judgment.note:
             story = f"{judgment.note}; {story}"
-        moved = (
-            f"came back to {current.mean:.2f} against {expected.mean:.2f} expected"
-            if judgment.decision is Decision.RESOLVE
-            else f"rose from {expected.mean:.2f} to {current.mean:.2f}"
-        )
+        moved = f"rose from {expected.mean:.2f} to {current.mean:.2f}"
+        if judgment.decision is Decision.RESOLVE:
+            moved = f"came back to {current.mean:.2f} against {expected.mean:.2f} expected"
+            if cfg.measure == "no_context":
+                what = "the context is back:"
         return {
             "summary": f"{what} {measured} on {service} {moved}",
             "description": story,
