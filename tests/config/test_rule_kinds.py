@@ -293,6 +293,10 @@ def test_check_config_names_the_key_the_rule_and_whose_it_is(
         "alerts.rules.1.min_increase: an SLO rule pages on its error budget's burn rate, not on "
         "a rise (min_increase is a key of regression and cohort rules; rule budget is an SLO "
         "rule, by its slo)",
+        # What the rest of the rule says, in the same run (its default slowest row burns
+        # below 1 at this objective): still true once min_increase is gone.
+        "warning: alerts.rules.1.slo.burn_rates.2: fires at burn rate 0.933, below 1: it "
+        "fires while the service still meets its objective 0.7",
     ]
 
 
