@@ -1,0 +1,154 @@
+"""A record's cost is bounded by its own size (issue 104): the groundedness check on
+answers and contexts shaped to make it super-linear (one Chinese sentence with no stop,
+hundreds of sentences, numbers, names or clauses on both sides) runs lines of Python, at
+four times the size, about four times as many, not sixteen.
+
+Counted as `tests/extraction/test_linear_extraction.py` counts a prompt's split
+(`sys.settrace`'s line events), so that the test never depends on the machine's speed. Both
+sizes are past the caps that bound a claim's comparison with the context
+(`features.MAX_COMPARED_CLAIMS`, `contradiction.MAX_CLAIM_SLOTS`,
+`polarity.MAX_CLAIM_CLAUSES`): between them, a check that compared every claim with every
+context sentence, or every slot of a sentence with every other, costs sixteen times.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from monitor.detector import cjk, contradiction, roles, score_groundedness
+from monitor.detector.contradiction import MAX_CLAIM_SLOTS
+from monitor.detector.embedding import shared_embedder
+from monitor.detector.features import MAX_COMPARED_CHARS, MAX_COMPARED_CLAIMS, analyse
+from monitor.detector.polarity import MAX_CLAIM_CLAUSES
+from monitor.detector.slots import Parsed, Slot
+from tests.extraction.test_linear_extraction import line_events
+
+SIZE = 1_500  # characters; the larger size is four times this
+# Four times the size may cost up to this many times the lines (a constant part, a last
+# unit cut differently); a quadratic check costs about sixteen.
+LINEAR = 4 * 1.5
+
+QUESTION = "商店的退货政策是什么？"
+CONTEXT = "商店接受三十天内的退货。商品必须未使用并保留包装。"
+QUESTION_EN = "What is the return policy for the store?"
+CONTEXT_EN = "The store accepts returns within thirty days. Items must be unused."
+
+
+def _repeat(unit: str, size: int) -> str:
+    return unit * max(1, size // len(unit))
+
+
+# Each shape: a size → (question, contexts, response).
+Shape = Callable[[int], tuple[str, list[str], str]]
+SHAPES: dict[str, Shape] = {
+    # One Chinese "sentence" of thousands of words the context lacks: its names were
+    # tagged again for each of them.
+    "chinese_without_stops": lambda n: (
+        QUESTION,
+        [CONTEXT],
+        _repeat("我们今天去商店买东西然后回家吃饭", n),
+    ),
+    # Hundreds of sentences on both sides: each claim is compared with every context one.
+    "many_sentences": lambda n: (
+        QUESTION_EN,
+        [_repeat("The cat sat. ", n)],
+        _repeat("The cat sat. ", n),
+    ),
+    # One sentence of hundreds of quantities on both sides: each slot against every slot.
+    "many_quantities": lambda n: (
+        QUESTION_EN,
+        [_repeat("5 percent ", n)],
+        _repeat("5 percent ", n),
+    ),
+    # Hundreds of Chinese clauses on both sides: each against every context clause.
+    "many_chinese_clauses": lambda n: (QUESTION, [_repeat("不好，", n)], _repeat("不好，", n)),
+    # Numerals of dates and weekdays in one Chinese sentence on both sides.
+    "chinese_numerals": lambda n: (QUESTION, [_repeat("周二至周日", n)], _repeat("周二至周日", n)),
+}
+
+
+def _score(case: tuple[str, list[str], str]) -> Callable[[], object]:
+    question, contexts, response = case
+    return lambda: score_groundedness(question, contexts, response)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _loaded() -> None:
+    """The word vectors and the segmenter load before anything is counted."""
+    score_groundedness(QUESTION, [CONTEXT], "三十天内可以退货。")
+    score_groundedness(QUESTION_EN, [CONTEXT_EN], "Returns within thirty days.")
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_the_groundedness_check_costs_in_proportion_to_the_record(shape: str) -> None:
+    build = SHAPES[shape]
+    small = line_events(lambda _: _score(build(SIZE))(), "")
+    large = line_events(lambda _: _score(build(4 * SIZE))(), "")
+    assert small > 0
+    assert large <= LINEAR * small, f"{shape}: {small} lines, then {large} at 4x"
+
+
+def test_the_frames_of_a_sentence_of_names_cost_in_proportion_to_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A name's frame is the rest of its sentence (a set built in C, which line events do
+    not count): the words the frames of a sentence of hundreds of names copy grow with the
+    sentence, not with it times its names."""
+    copied = 0
+    frame_of = roles.frame_of
+
+    def counted(claim: Parsed, slot: Slot) -> set[str]:
+        nonlocal copied
+        copied += len(claim.stems)
+        return frame_of(claim, slot)
+
+    monkeypatch.setattr(roles, "frame_of", counted)
+    monkeypatch.setattr(contradiction, "frame_of", counted)
+    counts = []
+    for size in (SIZE, 4 * SIZE):
+        copied = 0
+        score_groundedness(QUESTION_EN, [CONTEXT_EN], _repeat("Mr. ", size))
+        counts.append(copied)
+    assert 0 < counts[0] and counts[1] <= LINEAR * counts[0], counts
+
+
+def test_a_long_chinese_sentence_is_tagged_a_bounded_number_of_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The characters handed to the segmenter: a few passes over the record, not one pass
+    over the sentence per word of it."""
+    tagged = 0
+    tag = cjk._tagged._function
+
+    def counted(run: str) -> list[tuple[str, str]]:
+        nonlocal tagged
+        tagged += len(run)
+        return tag(run)
+
+    monkeypatch.setattr(cjk._tagged, "_function", counted)
+    cjk._tagged.cache_clear()
+    response = _repeat("我们今天去商店买东西然后回家吃饭", 4 * SIZE)
+    score_groundedness(QUESTION, [CONTEXT], response)
+    assert 0 < tagged <= 8 * len(response)
+
+
+def test_the_caps_are_past_what_an_answer_of_facts_holds() -> None:
+    """An answer of twenty sentences of a few facts each is compared whole."""
+    assert MAX_COMPARED_CLAIMS >= 20 and MAX_COMPARED_CHARS >= 20 * 200
+    assert MAX_CLAIM_SLOTS >= 8 and MAX_CLAIM_CLAUSES >= 8
+
+
+def test_a_contradiction_within_the_caps_is_still_found() -> None:
+    """A contradicted number in the last sentence an answer's cap reads is found; the same
+    sentence past it is not compared, and the rest of the answer is read as before."""
+    context = "The bridge is 900 metres long. It opened in 1932."
+    filler = "The bridge is long. "
+    within = filler * (MAX_COMPARED_CLAIMS - 1) + "The bridge is 1,300 metres long."
+    past = filler * MAX_COMPARED_CLAIMS + "The bridge is 1,300 metres long."
+    found = analyse("How long is the bridge?", [context], within, shared_embedder())
+    assert [c.said for c in found.contradictions if c.kind == "number"] == ["1,300 metres"]
+    beyond = analyse("How long is the bridge?", [context], past, shared_embedder())
+    assert not [c for c in beyond.contradictions if c.kind == "number"]
+    assert "1,300" in beyond.sentences[-1].unsupported_numbers
