@@ -349,7 +349,10 @@ def build_record(
     trace_spans: list[Span],
     max_documents: int | None = None,
     address: str | None = None,
+    trace_conversation: str | None = None,
 ) -> RagRecord:
+    """A record of the trace. `trace_conversation` is `conversation_of(trace_spans)`, read
+    once for the trace's records (each would otherwise read every span of the trace)."""
     query = _query(answer, retrievals, top, request, requests)
     if top.docs is not None:
         context = Context(top.docs, "convention" if top.docs else "none")
@@ -433,7 +436,7 @@ def build_record(
     return RagRecord.model_validate(
         {
             **common,
-            "conversation": conversation_of([span, request, *trace_spans]),
+            "conversation": conversation_of([span, request]) or trace_conversation,
             "request_id": request_id,
             "span_id": span.span_id,
             "query": query,
