@@ -4,6 +4,7 @@ and its retrievals: query, history, context, response and metadata (rules 4 to 6
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,7 +110,7 @@ def _rag_context(attrs: dict[str, Any]) -> list[Doc] | None:
     return None
 
 
-def conversation_of(spans: list[Span | None]) -> str | None:
+def conversation_of(spans: Sequence[Span | None]) -> str | None:
     """The conversation (session) id: on the first of these spans that carries one, the
     first a convention's `conversation` source gives, in table order (the user's first)."""
     table = current().table
