@@ -114,6 +114,10 @@ _MAX_CONTEXT_SENTENCES = 400
 # sixty sentences, a thousand words or so, fits.
 MAX_COMPARED_CLAIMS = 64
 MAX_COMPARED_CHARS = 8_000
+# Distinct words missing from the context that may be excused as a paraphrase (the closest
+# context or question word, by vector): each is compared with the whole vocabulary of the
+# context, so past this many (in sorted order) a missing word counts as missing.
+MAX_PARAPHRASED_WORDS = 512
 _ABSTAIN = re.compile(
     r"\b(?:(?:does|do|did) not (?:say|mention|specify|state|provide|include|contain|"
     r"indicate|address|discuss|give|offer|cover|tell|explain)|(?:is|are|was|were) not "
@@ -376,14 +380,15 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
         missing = sorted({w for c in checks for w in c.unsupported if w.isalpha()})
         if missing:
             vocabulary = sorted({*context.originals.values(), *question.originals.values()})
-            closeness = embedder.nearest_similarity(missing, vocabulary)
+            compared = missing[:MAX_PARAPHRASED_WORDS]
+            closeness = embedder.nearest_similarity(compared, vocabulary)
             names = {fold(t) for c in checks for t in c.unsupported_entities}
             # A Chinese word's vector is mostly its characters' byte pieces (the vocabulary
             # has few Chinese words): its closeness says nothing, so none is a paraphrase.
             han_chars = {c for pair in context.han_pairs for c in pair}
             close = {
                 w
-                for w, s in zip(missing, closeness, strict=True)
+                for w, s in zip(compared, closeness, strict=True)
                 if s >= (_NAME_MATCH if w in names else _SOFT_MATCH)
                 and (w[0] <= "\u2fff" or not cjk.is_chinese(w))
             }

@@ -13,8 +13,10 @@ context sentence, or every slot of a sentence with every other, costs sixteen ti
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 
 from monitor.detector import cjk, contradiction, roles, score_groundedness
@@ -112,6 +114,39 @@ def test_the_frames_of_a_sentence_of_names_cost_in_proportion_to_it(
         score_groundedness(QUESTION_EN, [CONTEXT_EN], _repeat("Mr. ", size))
         counts.append(copied)
     assert 0 < counts[0] and counts[1] <= LINEAR * counts[0], counts
+
+
+def test_the_paraphrase_check_compares_words_in_proportion_to_the_record(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each missing word is compared with the context's whole vocabulary (one matrix
+    product): an answer and a context of thousands of distinct words multiply in proportion
+    to the context, not to it times the answer, and never hold the whole product."""
+    embedder = shared_embedder()
+    products = []
+    nearest = type(embedder).nearest_similarity
+
+    def counted(self: object, words: list[str], vocabulary: list[str]) -> object:
+        products.append(len(words) * len(vocabulary))
+        return nearest(embedder, words, vocabulary)
+
+    monkeypatch.setattr(type(embedder), "nearest_similarity", counted)
+    rng = random.Random(104)
+    letters = "abcdefghijklmnopqrstuvwxyzабвгдежзиклмнопрст"
+
+    def text(size: int) -> str:
+        return " ".join("".join(rng.choice(letters) for _ in range(7)) for _ in range(size // 8))
+
+    for size in (4 * SIZE, 16 * SIZE):
+        score_groundedness(QUESTION_EN, [text(size)], text(size))
+    assert 0 < products[0] and products[1] <= LINEAR * products[0], products
+    # Block by block, the product gives what one product gives (to the last bits of the
+    # floats, which the matrix library sums in another order for another shape).
+    words, vocabulary = text(4_000).split(), text(4_000).split()
+    vectors = embedder.word_vectors([*words, *vocabulary])
+    whole = (vectors[: len(words)] @ vectors[len(words) :].T).max(axis=1)
+    assert len(words) > 256
+    assert np.allclose(nearest(embedder, words, vocabulary), whole, rtol=0, atol=1e-6)
 
 
 def test_a_long_chinese_sentence_is_tagged_a_bounded_number_of_times(
