@@ -380,15 +380,15 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
         missing = sorted({w for c in checks for w in c.unsupported if w.isalpha()})
         if missing:
             vocabulary = sorted({*context.originals.values(), *question.originals.values()})
-            compared = missing[:MAX_PARAPHRASED_WORDS]
-            closeness = embedder.nearest_similarity(compared, vocabulary)
+            paraphrased = missing[:MAX_PARAPHRASED_WORDS]
+            closeness = embedder.nearest_similarity(paraphrased, vocabulary)
             names = {fold(t) for c in checks for t in c.unsupported_entities}
             # A Chinese word's vector is mostly its characters' byte pieces (the vocabulary
             # has few Chinese words): its closeness says nothing, so none is a paraphrase.
             han_chars = {c for pair in context.han_pairs for c in pair}
             close = {
                 w
-                for w, s in zip(compared, closeness, strict=True)
+                for w, s in zip(paraphrased, closeness, strict=True)
                 if s >= (_NAME_MATCH if w in names else _SOFT_MATCH)
                 and (w[0] <= "\u2fff" or not cjk.is_chinese(w))
             }
