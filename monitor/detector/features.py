@@ -114,6 +114,10 @@ _MAX_CONTEXT_SENTENCES = 400
 # sixty sentences, a thousand words or so, fits.
 MAX_COMPARED_CLAIMS = 64
 MAX_COMPARED_CHARS = 8_000
+# The longest evidence sentence a claim's negation is read against: each compared claim
+# reads its closest one whole, so a context of one sentence without a stop would cost
+# itself once per claim. Longer than the 400 merged windows of a context at its limit.
+MAX_EVIDENCE_CHARS = 16_000
 # Distinct words missing from the context that may be excused as a paraphrase (the closest
 # context or question word, by vector): each is compared with the whole vocabulary of the
 # context, so past this many (in sorted order) a missing word counts as missing.
@@ -360,6 +364,7 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
             flipped = (
                 contradicts(claims[i], check.negated, evidence[best[i]], embedder)
                 if i in compared
+                and len(evidence[best[i]].text) <= MAX_EVIDENCE_CHARS
                 and not check.abstains
                 and same_claim(claims[i], evidence[best[i]], check.similarity)
                 else frozenset()

@@ -19,11 +19,17 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from monitor.detector import cjk, contradiction, roles, score_groundedness
+from monitor.detector import cjk, contradiction, features, polarity, roles, score_groundedness
 from monitor.detector.contradiction import MAX_CLAIM_SLOTS
-from monitor.detector.embedding import shared_embedder
-from monitor.detector.features import MAX_COMPARED_CHARS, MAX_COMPARED_CLAIMS, analyse
+from monitor.detector.embedding import Embedder, shared_embedder
+from monitor.detector.features import (
+    MAX_COMPARED_CHARS,
+    MAX_COMPARED_CLAIMS,
+    MAX_EVIDENCE_CHARS,
+    analyse,
+)
 from monitor.detector.polarity import MAX_CLAIM_CLAUSES
+from monitor.detector.sentences import Sentence
 from monitor.detector.slots import Parsed, Slot
 from tests.extraction.test_linear_extraction import line_events
 
@@ -147,6 +153,31 @@ def test_the_paraphrase_check_compares_words_in_proportion_to_the_record(
     whole = (vectors[: len(words)] @ vectors[len(words) :].T).max(axis=1)
     assert len(words) > 256
     assert np.allclose(nearest(embedder, words, vocabulary), whole, rtol=0, atol=1e-6)
+
+
+def test_a_context_of_one_sentence_without_a_stop_is_not_read_once_per_claim(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each claim's negation is read against its closest context sentence: one of hundreds
+    of thousands of characters would be read whole again for each claim."""
+    read = 0
+    contradicts = polarity.contradicts
+
+    def counted(
+        claim: Sentence, negated: frozenset[str], evidence: Sentence, embedder: Embedder
+    ) -> frozenset[str]:
+        nonlocal read
+        read += len(evidence.text)
+        return contradicts(claim, negated, evidence, embedder)
+
+    monkeypatch.setattr(features, "contradicts", counted)
+    context = _repeat("商店不接受退货但是可以换货", 8 * MAX_EVIDENCE_CHARS)
+    response = _repeat("商店不接受退货。", 400)
+    score_groundedness(QUESTION, [context], response)
+    assert read <= MAX_COMPARED_CLAIMS * MAX_EVIDENCE_CHARS
+    # A context of sentences is read as before.
+    score_groundedness(QUESTION, ["商店接受退货。"], "商店不接受退货。")
+    assert read > 0
 
 
 def test_a_long_chinese_sentence_is_tagged_a_bounded_number_of_times(
