@@ -14,12 +14,22 @@ context sentence, or every slot of a sentence with every other, costs sixteen ti
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable
 
 import numpy as np
 import pytest
 
-from monitor.detector import cjk, contradiction, features, polarity, roles, score_groundedness
+from monitor.detector import (
+    cjk,
+    contradiction,
+    features,
+    polarity,
+    roles,
+    score_groundedness,
+    slots,
+)
+from monitor.detector import text as detector_text
 from monitor.detector.contradiction import MAX_CLAIM_SLOTS
 from monitor.detector.embedding import Embedder, shared_embedder
 from monitor.detector.features import (
@@ -218,3 +228,76 @@ def test_a_contradiction_within_the_caps_is_still_found() -> None:
     beyond = analyse("How long is the bridge?", [context], past, shared_embedder())
     assert not [c for c in beyond.contradictions if c.kind == "number"]
     assert "1,300" in beyond.sentences[-1].unsupported_numbers
+
+
+def _split_joining_each_part(text: str) -> list[str]:
+    """The sentence split as it joined each part to its sentence as it came."""
+    parts = [s for s in map(str.strip, detector_text._SENTENCE.split(text)) if s]
+    merged: list[str] = []
+    for part in parts:
+        if merged and detector_text._ABBREVIATION.search(merged[-1][-6:]):
+            merged[-1] = f"{merged[-1]} {part}"
+        else:
+            merged.append(part)
+    return merged
+
+
+def test_the_sentence_split_keeps_abbreviations_as_it_did() -> None:
+    rng = random.Random(104)
+    pieces = [
+        "Mr. ",
+        "Dr. ",
+        "e.g. ",
+        "A. ",
+        "It rained. ",
+        "U.S. ",
+        "No. 5 ",
+        "Tom sat.\n",
+        "x",
+        " ",
+        ". ",
+    ]
+    for _ in range(2_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 12)))
+        assert detector_text._split_latin(text) == _split_joining_each_part(text), repr(text)
+
+
+def _cpu(split: Callable[[str], object], text: str) -> float:
+    """The least thread CPU time of three splits (the least is the least disturbed)."""
+    times = []
+    for _ in range(3):
+        start = time.thread_time()
+        split(text)
+        times.append(time.thread_time() - start)
+    return min(times)
+
+
+def test_a_sentence_of_a_hundred_thousand_abbreviations_splits_in_linear_time() -> None:
+    """Joined part by part, "Mr. Mr. Mr. ..." copies its sentence once per part (in C,
+    which line events do not count): the thread's CPU time, four times the text, grows far
+    less than sixteen times (a generous bound, not a speed)."""
+    small, large = _repeat("Mr. ", 200_000), _repeat("Mr. ", 800_000)
+    ratio = _cpu(detector_text._split_latin, large) / max(
+        _cpu(detector_text._split_latin, small), 1e-6
+    )
+    assert ratio < 9, ratio
+
+
+def test_a_sentence_of_thousands_of_amounts_is_read_in_linear_time() -> None:
+    """An amount in two units (1小时35分钟) is one: "十小时九分钟十小时九分钟…" was one
+    amount grown by each (its text copied and searched again for each, in C); now an
+    amount has at most four units, and the thread's CPU time at four times the sentence
+    grows about four times, where it grew eight to ten (a bound on a ratio, not a
+    speed)."""
+    (amount,) = [s for s in slots.parse("他跑了1小时35分钟。").slots if s.kind == "number"]
+    assert (amount.value, amount.text) == (95.0, "1小时35分钟")
+    (amount,) = [s for s in slots.parse("合同期两年三个月。").slots if s.kind == "number"]
+    assert amount.text == "两年三个月"
+    many = [s for s in slots.parse("我们" + "十小时九分钟" * 40 + "。").slots if s.kind == "number"]
+    assert len(many) == 20
+    small, large = (
+        "我们" + _repeat("十小时九分钟", 15_000),
+        "我们" + _repeat("十小时九分钟", 60_000),
+    )
+    ratio = _cpu(slots.parse, large) / max(_cpu(slots.parse, small), 1e-6)
+    assert ratio < 7, ratio
