@@ -68,6 +68,10 @@ _MOVED_RESTATED = 0.6
 # one that fits the claim less (a value moved from another fact).
 _OTHER_ROLE_RESTATED = 0.5
 _PRONOUNS = frozenset("it its they their he she his her this these those them".split())
+# Slots of a claim read (its first ones): each is compared with every context slot of its
+# kind, so a "sentence" of thousands of numbers (a table, a list) costs in proportion to
+# the context, not to it times the context. A sentence of facts has a few.
+MAX_CLAIM_SLOTS = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +154,7 @@ def find(
             return True
         return bool(other.unit) and unit_similarity(slot.unit, other.unit) >= _SAME_UNIT
 
-    for slot in claim.slots:
+    for slot in claim.slots[:MAX_CLAIM_SLOTS]:
         if group.get(slot.kind, slot.kind) in seen or (slot.kind == "number" and not slot.unit):
             continue
         if slot.kind == "name" and not looks_like_name(slot):
@@ -310,7 +314,7 @@ def _one_word_name(
     answer ("Lyon.") the question is the frame and any governing word will do."""
     bare = alone and len(tokens(claim.text)) <= BARE_ANSWER
     named = {w for c in context for o in c.slots if o.kind == "name" for w in _name_words(o)}
-    for slot in _one_word_names(parse_bare(claim.text) if bare else claim, bare):
+    for slot in _one_word_names(parse_bare(claim.text) if bare else claim, bare)[:MAX_CLAIM_SLOTS]:
         word = _name_words(slot)[0]
         if word in context_words or word in named or stem(word) in question.stems:
             continue

@@ -218,8 +218,22 @@ class Embedder:
             return np.zeros(len(words))
         # Both lists' vectors in one call (each row is computed alone).
         vectors = self.word_vectors([*words, *vocabulary])
-        closest: np.ndarray = (vectors[: len(words)] @ vectors[len(words) :].T).max(axis=1)
-        return closest
+        mine, theirs = vectors[: len(words)], vectors[len(words) :].T
+        if len(words) <= _SIMILARITY_ROWS:
+            closest: np.ndarray = (mine @ theirs).max(axis=1)
+            return closest
+        # Block by block: the products of every word with every vocabulary word are never
+        # held at once (thousands of words against a long context's vocabulary).
+        return np.concatenate(
+            [
+                (mine[start : start + _SIMILARITY_ROWS] @ theirs).max(axis=1)
+                for start in range(0, len(words), _SIMILARITY_ROWS)
+            ]
+        )
+
+
+# Words `nearest_similarity` compares with the vocabulary in one matrix product.
+_SIMILARITY_ROWS = 256
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:

@@ -106,6 +106,22 @@ _CONVERSION_TOLERANCE = 0.04
 # that differs from the claim's is a contradiction rather than extra detail.
 _SAME_TOPIC = 0.6
 _MAX_CONTEXT_SENTENCES = 400
+# Response sentences compared with every context sentence (slot contradictions,
+# substitutions, negation flips, Chinese kinds), and their characters: each such claim costs
+# as much as the context, so a response's claims are read in order while they are at most
+# this many and their characters add up to at most this; a sentence that does not fit is
+# not read by these checks (its words are still checked against the context). An answer of
+# sixty sentences, a thousand words or so, fits.
+MAX_COMPARED_CLAIMS = 64
+MAX_COMPARED_CHARS = 8_000
+# The longest evidence sentence a claim's negation is read against: each compared claim
+# reads its closest one whole, so a context of one sentence without a stop would cost
+# itself once per claim. Longer than the 400 merged windows of a context at its limit.
+MAX_EVIDENCE_CHARS = 16_000
+# Distinct words missing from the context that may be excused as a paraphrase (the closest
+# context or question word, by vector): each is compared with the whole vocabulary of the
+# context, so past this many (in sorted order) a missing word counts as missing.
+MAX_PARAPHRASED_WORDS = 512
 _ABSTAIN = re.compile(
     r"\b(?:(?:does|do|did) not (?:say|mention|specify|state|provide|include|contain|"
     r"indicate|address|discuss|give|offer|cover|tell|explain)|(?:is|are|was|were) not "
@@ -138,6 +154,8 @@ def _check(sentence: Sentence, context: Support, question: Support) -> SentenceC
     bad_entities: list[str] = []
     converted: list[str] = []
     seq: list[str] = []
+    # The sentence's Chinese names, tagged once for all its words (a sentence may be long).
+    han_names: frozenset[str] | None = None
     for i, (token, word, value) in enumerate(
         zip(sentence.raw, sentence.folded, sentence.numbers, strict=True)
     ):
@@ -182,9 +200,12 @@ def _check(sentence: Sentence, context: Support, question: Support) -> SentenceC
         # few words ("Scottish.", "Lucy Liu") the first word is the answer itself.
         if token[0].isupper() and (i > 0 or len(sentence.raw) <= _SHORT_ANSWER):
             bad_entities.append(token)
-        elif token[0] > "\u2fff" and cjk.is_chinese(token) and word in cjk.names(sentence.text):
-            # Chinese has no capitals: the segmenter's tag says what is a name.
-            bad_entities.append(token)
+        elif token[0] > "\u2fff" and cjk.is_chinese(token):
+            if han_names is None:
+                han_names = cjk.names(sentence.text)
+            if word in han_names:
+                # Chinese has no capitals: the segmenter's tag says what is a name.
+                bad_entities.append(token)
     negated = negated_words(sentence)
     pairs = list(itertools.pairwise(seq))
     return SentenceCheck(
@@ -287,6 +308,21 @@ def _window(parsed: list[Sentence]) -> list[Sentence]:
     return merged
 
 
+def _compared(claims: list[Sentence]) -> set[int]:
+    """The claims compared with every context sentence: in order, at most
+    `MAX_COMPARED_CLAIMS` while their characters add up to at most `MAX_COMPARED_CHARS`
+    (one that does not fit is skipped)."""
+    left = MAX_COMPARED_CHARS
+    out: set[int] = set()
+    for i, claim in enumerate(claims):
+        if len(out) == MAX_COMPARED_CLAIMS:
+            break
+        if len(claim.text) <= left:
+            left -= len(claim.text)
+            out.add(i)
+    return out
+
+
 def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedder) -> Analysis:
     """Checks every response sentence against the context and summarises the findings."""
     context = Support()
@@ -302,9 +338,14 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
 
     claims = [c for c in (Sentence.parse(text) for text in sentences(response)) if c.raw]
     checks = [_check(s, context, question) for s in claims]
+    compared = _compared(claims)
+    claims_read = [claims[i] for i in compared]
+    checks_read = [checks[i] for i in compared]
     contradictions = [
         c
-        for c in _slot_contradictions(query, contexts, claims, checks, context, question, embedder)
+        for c in _slot_contradictions(
+            query, contexts, claims_read, checks_read, context, question, embedder
+        )
         if not _is_conversion(c, checks)
     ]
     sentence_texts = [e.text for e in evidence]
@@ -322,7 +363,10 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
             check.similarity = float(sims[i, best[i]])
             flipped = (
                 contradicts(claims[i], check.negated, evidence[best[i]], embedder)
-                if not check.abstains and same_claim(claims[i], evidence[best[i]], check.similarity)
+                if i in compared
+                and len(evidence[best[i]].text) <= MAX_EVIDENCE_CHARS
+                and not check.abstains
+                and same_claim(claims[i], evidence[best[i]], check.similarity)
                 else frozenset()
             )
             check.negation_mismatch = bool(flipped)
@@ -341,14 +385,15 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
         missing = sorted({w for c in checks for w in c.unsupported if w.isalpha()})
         if missing:
             vocabulary = sorted({*context.originals.values(), *question.originals.values()})
-            closeness = embedder.nearest_similarity(missing, vocabulary)
+            paraphrased = missing[:MAX_PARAPHRASED_WORDS]
+            closeness = embedder.nearest_similarity(paraphrased, vocabulary)
             names = {fold(t) for c in checks for t in c.unsupported_entities}
             # A Chinese word's vector is mostly its characters' byte pieces (the vocabulary
             # has few Chinese words): its closeness says nothing, so none is a paraphrase.
             han_chars = {c for pair in context.han_pairs for c in pair}
             close = {
                 w
-                for w, s in zip(missing, closeness, strict=True)
+                for w, s in zip(paraphrased, closeness, strict=True)
                 if s >= (_NAME_MATCH if w in names else _SOFT_MATCH)
                 and (w[0] <= "\u2fff" or not cjk.is_chinese(w))
             }
@@ -375,10 +420,12 @@ def analyse(query: str, contexts: Sequence[str], response: str, embedder: Embedd
             check.soft_unsupported = check.rare_unsupported = len(check.unsupported)
             check.specific_unsupported = float(len(check.unsupported))
     contradictions += _han_numbers(claims, checks, contradictions)
-    contradictions += _han_flips(claims, checks, evidence, contradictions)
-    contradictions += _han_kinds(claims, checks, evidence)
+    contradictions += _han_flips(claims_read, checks_read, evidence, contradictions)
+    contradictions += _han_kinds(claims_read, checks_read, evidence)
     find_invented(checks, evidence_vectors, embedder)
-    contradictions += _substitutions(query, claims, checks, sentence_texts, contradictions)
+    contradictions += _substitutions(
+        query, claims_read, checks_read, sentence_texts, contradictions
+    )
     strong = [c for c in contradictions if c.decisive]
     invented = [c for c in contradictions if c.invented and c.kind != "negation"]
     summary = np.concatenate([summarise(checks), [len(contradictions), len(strong), len(invented)]])

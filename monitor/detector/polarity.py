@@ -146,6 +146,10 @@ _HAN_NEGATORS = frozenset("不没沒未")
 # Clause ends inside a Chinese sentence: a negator's scope ends there, and a clause is what
 # restates a clause of the context.
 _HAN_CLAUSE_ENDS = frozenset("，,；;：:、")
+# Clauses of a Chinese claim read against the context's (its first ones): each is compared
+# with every context clause, so a claim of thousands of commas costs in proportion to the
+# context, not to it times the context. A sentence of facts has a few.
+MAX_CLAIM_CLAUSES = 16
 
 
 def _clause_spans(text: str) -> list[tuple[int, int]]:
@@ -278,7 +282,7 @@ def han_flip(claim: Sentence, parsed: list[HanClause]) -> tuple[str, frozenset[s
     and the clauses share something besides (a number, another word), or the flip is two
     words or more, or one of the clauses has at most two content words."""
     grammar = function_words(claim.text)
-    for clause in han_clauses(claim):
+    for clause in han_clauses(claim)[:MAX_CLAIM_CLAUSES]:
         if not clause.raw:
             continue
         text = clause.text

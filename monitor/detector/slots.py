@@ -171,7 +171,7 @@ def parse(text: str) -> Parsed:
             j += 1
         slots.append(Slot("number", unit, value * scale, i, j, phrase(i, j), hedged))
         used.update(range(i, j))
-    slots = _compounds(slots, text)
+    slots = _compounds(slots, text, spans)
     for i, word in enumerate(folded):
         if word in MONTHS and raw[i][0].isupper():
             near = [s for s in slots if s.kind in ("day", "year") and abs(s.start - i) <= 2]
@@ -227,14 +227,24 @@ def parse(text: str) -> Parsed:
 parse_sentence = recurring_cache(4096)(parse)
 
 
-def _compounds(slots: list[Slot], text: str) -> list[Slot]:
+# Units of one measure an amount is written in at most (days, hours, minutes, seconds).
+_COMPOUND_PARTS = 4
+
+
+def _compounds(slots: list[Slot], text: str, spans: list[tuple[int, int]]) -> list[Slot]:
     """A Chinese amount written in two units of one measure, each read in the smaller
-    (1小时35分钟, 两年三个月), is one amount: their sum."""
+    (1小时35分钟, 两年三个月), is one amount: their sum. Written together is read in the
+    two slots' own stretch of the text (`spans`: each token's), not in all of it: a
+    sentence of thousands of amounts would be searched once per amount. An amount has at
+    most `_COMPOUND_PARTS` (一天两小时三分四秒): "十小时九分钟十小时九分钟…" is not one
+    amount growing with each."""
     out: list[Slot] = []
+    parts = 1  # of `out[-1]`
     for slot in slots:
         last = out[-1] if out else None
         if (
             last is not None
+            and parts < _COMPOUND_PARTS
             and slot.kind == last.kind == "number"
             and slot.start == last.end
             and slot.unit == last.unit != ""
@@ -242,7 +252,7 @@ def _compounds(slots: list[Slot], text: str) -> list[Slot]:
             and isinstance(last.value, float)
             and isinstance(slot.value, float)
             and last.value > slot.value
-            and last.text + slot.text in text
+            and last.text + slot.text in text[spans[last.start][0] : spans[slot.end - 1][1]]
         ):
             # Written together (一小时三十五分), not two amounts a comma or a word parts.
             joined = last.text + slot.text
@@ -255,8 +265,10 @@ def _compounds(slots: list[Slot], text: str) -> list[Slot]:
                 joined,
                 last.hedged or slot.hedged,
             )
+            parts += 1
             continue
         out.append(slot)
+        parts = 1
     return out
 
 

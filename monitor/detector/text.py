@@ -411,12 +411,18 @@ def _split(text: str) -> list[str]:
 
 def _split_latin(text: str) -> list[str]:
     parts = [s for s in map(str.strip, _SENTENCE.split(text)) if s]
-    merged: list[str] = []
+    # The parts of each sentence, joined once at the end (joining each part as it comes
+    # copies the sentence again for each: "Mr. Mr. Mr. ..." would cost its square), and
+    # the last characters of the sentence so far.
+    merged: list[list[str]] = []
+    tail = ""
     for part in parts:
         # An abbreviation ends the text (4 characters at most, and the one before it for
         # its word boundary), so only the text's end is searched.
-        if merged and _ABBREVIATION.search(merged[-1][-6:]):
-            merged[-1] = f"{merged[-1]} {part}"
+        if merged and _ABBREVIATION.search(tail):
+            merged[-1].append(part)
+            tail = f"{tail} {part[-6:]}"[-6:]
         else:
-            merged.append(part)
-    return merged
+            merged.append([part])
+            tail = part[-6:]
+    return [" ".join(pieces) for pieces in merged]

@@ -33,6 +33,7 @@ The rule (README.md beside this file, "Extraction", says why and what is tested)
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,7 +42,12 @@ from monitor.conventions import Convention
 from monitor.extraction._asks_nothing import is_indexing
 from monitor.extraction._log_events import join_log_events
 from monitor.extraction._model_call_spans import read_generation, shows_model_call
-from monitor.extraction._record_parts import TraceWide, build_record, trace_wide
+from monitor.extraction._record_parts import (
+    TraceWide,
+    build_record,
+    conversation_of,
+    trace_wide,
+)
 from monitor.extraction._request_spans import Requests
 from monitor.extraction._retrieval_spans import read_retrieval
 from monitor.extraction._span_roles import declared
@@ -52,6 +58,7 @@ from monitor.extraction._table import reading
 from monitor.extraction._tool_results import read_tool
 from monitor.extraction._trace_tree import (
     BY_TIME,
+    ancestors,
     depth_of,
     is_ancestor,
     route_of,
@@ -173,12 +180,14 @@ def _trace_records(
             conventions=conventions,
             arguments=arguments,
             trace_spans=ordered,
+            trace_conversation=conversation_of(ordered),
             max_documents=max_documents,
             address=address,
         )
         return [record]
     records = []
     previous_end = 0
+    conversation = conversation_of(ordered)
     for item in answers:
         answer, request = item.call, item.request
         start = answer.span.start_unix_nano
@@ -218,6 +227,7 @@ def _trace_records(
                 conventions=conventions,
                 arguments=arguments,
                 trace_spans=ordered,
+                trace_conversation=conversation,
                 max_documents=max_documents,
                 address=address,
             )
@@ -227,26 +237,53 @@ def _trace_records(
 
 def _outermost(retrievals: list[Retrieval], by_id: dict[str, Span]) -> list[Retrieval]:
     """Nested retrieval spans (a framework retriever over a vector-DB client) describe one
-    retrieval: keep the outermost one that has document text (or the outermost)."""
+    retrieval: keep the outermost one that has document text (or the outermost).
+
+    Each retrieval walks up its own ancestors once (`ancestors`), never every other
+    retrieval's: a trace of thousands of sibling retrievals costs in proportion to them."""
     if len(retrievals) < 2:
         return retrievals
+    plain = [r for r in retrievals if not r.reranked]
+    # The retrievals on each span (by identity, as `is_ancestor` compares), those with text.
+    on_span: dict[int, int] = {}
+    with_text_on_span: dict[int, int] = {}
+    # Spans above a retrieval that has text.
+    above_text: set[int] = set()
+    for r in plain:
+        on_span[id(r.span)] = on_span.get(id(r.span), 0) + 1
+        if _has_text(r):
+            with_text_on_span[id(r.span)] = with_text_on_span.get(id(r.span), 0) + 1
+            above_text.update(id(s) for s in ancestors(r.span, by_id))
     keep = []
     for r in retrievals:
-        shadowed = False
-        for other in retrievals:
-            if other is r or other.reranked or r.reranked:
-                continue
-            other_has_text = any(d.content for d in other.docs)
-            r_has_text = any(d.content for d in r.docs)
-            if is_ancestor(other.span, r.span, by_id) and (other_has_text or not r_has_text):
-                shadowed = True  # an outer span already says it
-            elif is_ancestor(r.span, other.span, by_id) and other_has_text and not r_has_text:
-                shadowed = True  # the inner span has the text this one lacks
-            if shadowed:
-                break
-        if not shadowed:
-            keep.append(r)
+        if not r.reranked and _shadowed(r, by_id, on_span, with_text_on_span, above_text):
+            continue
+        keep.append(r)
     return keep
+
+
+def _has_text(retrieval: Retrieval) -> bool:
+    return any(d.content for d in retrieval.docs)
+
+
+def _shadowed(
+    r: Retrieval,
+    by_id: dict[str, Span],
+    on_span: dict[int, int],
+    with_text_on_span: dict[int, int],
+    above_text: set[int],
+) -> bool:
+    """Whether an outer retrieval already says what `r` does (it has text, or `r` has none),
+    or an inner one has the text `r` lacks."""
+    has_text = _has_text(r)
+    if not has_text and id(r.span) in above_text:
+        return True  # the inner span has the text this one lacks
+    counts = with_text_on_span if has_text else on_span
+    for span in ancestors(r.span, by_id):
+        # Another retrieval than `r` on that span (`r` itself only through a cycle).
+        if counts.get(id(span), 0) - (span is r.span) > 0:
+            return True  # an outer span already says it
+    return False
 
 
 def _with_tool_results(
@@ -255,14 +292,20 @@ def _with_tool_results(
     """Tool results join the retrievals, in call order. A tool with a retrieval span inside
     (a retriever tool under an instrumented retriever) is that retrieval, said better by
     the retrieval span; nested tool spans (a framework's over an MCP client's) are one call,
-    the outermost."""
+    the outermost. Each span walks up its own ancestors once (`ancestors`)."""
     if not tools:
         return retrievals
+    above_retrieval = {id(s) for r in retrievals for s in ancestors(r.span, by_id)}
+    tools_on_span: dict[int, int] = {}
+    for t in tools:
+        tools_on_span[id(t.span)] = tools_on_span.get(id(t.span), 0) + 1
     keep = [
         t
         for t in tools
-        if not any(is_ancestor(t.span, r.span, by_id) for r in retrievals)
-        and not any(o is not t and is_ancestor(o.span, t.span, by_id) for o in tools)
+        if id(t.span) not in above_retrieval
+        and not any(
+            tools_on_span.get(id(s), 0) - (s is t.span) > 0 for s in ancestors(t.span, by_id)
+        )
     ]
     return sorted([*retrievals, *keep], key=lambda r: BY_TIME(r.span))
 
@@ -329,6 +372,9 @@ def _answers(
     any request span are grouped by the user message they answer."""
     rewritten = {normalized(r.query) for r in retrievals if r.query}
     prompts = {id(c): normalized(c.user_query) for c in calls if c.user_query}
+    # How many calls were prompted with each text: a call's output that is another call's
+    # prompt, found in one look-up rather than a scan of every call.
+    prompted = Counter(prompts.values())
     latest: dict[object, _Answer] = {}
     for call in calls:
         if call.output is None or not call.output.strip():
@@ -336,7 +382,7 @@ def _answers(
         if normalized(call.output) in rewritten:
             continue  # a query rewriter: its output is what the retriever searched for
         output = normalized(call.output)
-        if any(p == output for i, p in prompts.items() if i != id(call)):
+        if prompted[output] - (prompts.get(id(call)) == output) > 0:
             continue  # a prompt builder traced as an LLM span: its output is a call's prompt
         request = requests.of(call.span)
         key: object = request.span_id if request is not None else normalized(call.user_query)

@@ -4,6 +4,7 @@ and its retrievals: query, history, context, response and metadata (rules 4 to 6
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,7 +110,7 @@ def _rag_context(attrs: dict[str, Any]) -> list[Doc] | None:
     return None
 
 
-def conversation_of(spans: list[Span | None]) -> str | None:
+def conversation_of(spans: Sequence[Span | None]) -> str | None:
     """The conversation (session) id: on the first of these spans that carries one, the
     first a convention's `conversation` source gives, in table order (the user's first)."""
     table = current().table
@@ -349,7 +350,10 @@ def build_record(
     trace_spans: list[Span],
     max_documents: int | None = None,
     address: str | None = None,
+    trace_conversation: str | None = None,
 ) -> RagRecord:
+    """A record of the trace. `trace_conversation` is `conversation_of(trace_spans)`, read
+    once for the trace's records (each would otherwise read every span of the trace)."""
     query = _query(answer, retrievals, top, request, requests)
     if top.docs is not None:
         context = Context(top.docs, "convention" if top.docs else "none")
@@ -433,7 +437,7 @@ def build_record(
     return RagRecord.model_validate(
         {
             **common,
-            "conversation": conversation_of([span, request, *trace_spans]),
+            "conversation": conversation_of([span, request]) or trace_conversation,
             "request_id": request_id,
             "span_id": span.span_id,
             "query": query,

@@ -3,7 +3,7 @@ values every record of the trace carries (route, version, feedback)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from operator import attrgetter
 from typing import Any
 
@@ -53,9 +53,23 @@ def feedback_of(spans: list[Span]) -> str | None:
     return None
 
 
+# Parent links a walk up the tree follows at most (a cycle or a hostile depth ends there).
+MAX_HOPS = 1000
+
+
+def ancestors(span: Span, by_id: dict[str, Span]) -> Iterator[Span]:
+    """The spans above `span`, nearest first, `MAX_HOPS` at most (those `is_ancestor`
+    finds)."""
+    hops = 0
+    while span.parent_span_id in by_id and hops < MAX_HOPS:
+        span = by_id[span.parent_span_id]
+        yield span
+        hops += 1
+
+
 def depth_of(span: Span, by_id: dict[str, Span]) -> int:
     depth = 0
-    while span.parent_span_id in by_id and depth < 1000:
+    while span.parent_span_id in by_id and depth < MAX_HOPS:
         span = by_id[span.parent_span_id]
         depth += 1
     return depth
@@ -63,7 +77,7 @@ def depth_of(span: Span, by_id: dict[str, Span]) -> int:
 
 def is_ancestor(candidate: Span, span: Span, by_id: dict[str, Span]) -> bool:
     hops = 0
-    while span.parent_span_id in by_id and hops < 1000:
+    while span.parent_span_id in by_id and hops < MAX_HOPS:
         span = by_id[span.parent_span_id]
         if span is candidate:
             return True

@@ -155,11 +155,14 @@ def parse_choice(text: str, vocab: Words, what: str) -> ParsedVerdict:
 _NUMBER = r"(\d+(?:\.\d+)?)"
 # In order of preference; the last occurrence of a pattern wins (a final answer line
 # comes after reasoning that may quote other numbers).
+# Runs of spaces and stars are taken whole (possessive): the runs between two optional
+# parts would otherwise be split every way before a line fails ("score" and thousands of
+# spaces cost their cube).
 _SCORE_PATTERNS = (
-    re.compile(r"\[\s*RESULT\s*\]\s*:?\s*" + _NUMBER, re.I),
-    re.compile(r"\bscore\s*(?:is|=|:|-)?\s*\**\s*" + _NUMBER + r"(?:\s*/\s*\d+)?", re.I),
-    re.compile(r"\*\*\s*" + _NUMBER + r"\s*(?:/\s*\d+)?\s*\*\*"),
-    re.compile(r"\brating\s*(?:is|=|:)\s*" + _NUMBER, re.I),
+    re.compile(r"\[\s*+RESULT\s*+\]\s*+:?\s*+" + _NUMBER, re.I),
+    re.compile(r"\bscore\s*+(?:is|=|:|-)?\s*+\**+\s*+" + _NUMBER + r"(?:\s*+/\s*+\d+)?", re.I),
+    re.compile(r"\*\*\s*+" + _NUMBER + r"\s*+(?:/\s*+\d+)?\s*+\*\*"),
+    re.compile(r"\brating\s*+(?:is|=|:)\s*+" + _NUMBER, re.I),
 )
 _BARE_NUMBER = re.compile(r"^\W*" + _NUMBER + r"(?:\s*/\s*\d+)?\W*$")
 
@@ -237,7 +240,7 @@ def parse_pass_fail(text: str, vocab: Words = PASS_FAIL) -> ParsedVerdict:
 
 # -- JSON -------------------------------------------------------------------------------
 
-_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.S)
+_FENCE = re.compile(r"```(?:json|JSON)?\s*+\n?(.*?)```", re.S)
 
 
 def _objects(text: str) -> list[dict[str, Any]]:
@@ -370,7 +373,7 @@ _REFLECTION_WORDS = (
 )
 _LETTER = re.compile(r"\(?([abc])\s*(?:\)|\.|:|$)")
 _REFLECTION_LINE = re.compile(
-    r"^\W*(?:final\s+)?(?:answer|verdict|grade|choice|rating)\s*[:=\-]\s*(.+)$", re.I | re.M
+    r"^\W*+(?:final\s++)?(?:answer|verdict|grade|choice|rating)\s*+[:=\-]\s*+(.+)$", re.I | re.M
 )
 
 

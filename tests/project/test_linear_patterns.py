@@ -39,7 +39,15 @@ import pytest
 C: Any = importlib.import_module("re._constants")
 sre: Any = importlib.import_module("re._parser")
 
-PACKAGES = ("monitor.extraction", "monitor.spans", "monitor.processors.trace", "monitor.records")
+PACKAGES = (
+    "monitor.extraction",
+    "monitor.spans",
+    "monitor.processors.trace",
+    "monitor.records",
+    # The embedded detector reads the record's texts; a judge's answer can repeat them.
+    "monitor.detector",
+    "monitor.judge",
+)
 BOUNDED = 64  # a repeat of at most this many characters costs a constant factor
 _SEARCHING = frozenset({"search", "findall", "finditer", "sub", "subn", "split"})
 _REPEATS = (C.MAX_REPEAT, C.MIN_REPEAT)
