@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import REPO
 
-FAST = "tests/project/test_readme.py::test_the_readme_stays_short"
+FAST = "tests/project/test_readme.py::test_it_opens_with_the_two_set_up_commands"
 
 
 def test_one_fast_test_runs_alone_on_the_built_environment() -> None:
