@@ -245,15 +245,10 @@ def _outermost(retrievals: list[Retrieval], by_id: dict[str, Span]) -> list[Retr
         return retrievals
     plain = [r for r in retrievals if not r.reranked]
     # The retrievals on each span (by identity, as `is_ancestor` compares), those with text.
-    on_span: dict[int, int] = {}
-    with_text_on_span: dict[int, int] = {}
+    on_span = Counter(id(r.span) for r in plain)
+    with_text_on_span = Counter(id(r.span) for r in plain if _has_text(r))
     # Spans above a retrieval that has text.
-    above_text: set[int] = set()
-    for r in plain:
-        on_span[id(r.span)] = on_span.get(id(r.span), 0) + 1
-        if _has_text(r):
-            with_text_on_span[id(r.span)] = with_text_on_span.get(id(r.span), 0) + 1
-            above_text.update(id(s) for s in ancestors(r.span, by_id))
+    above_text = {id(s) for r in plain if _has_text(r) for s in ancestors(r.span, by_id)}
     keep = []
     for r in retrievals:
         if not r.reranked and _shadowed(r, by_id, on_span, with_text_on_span, above_text):
@@ -269,8 +264,8 @@ def _has_text(retrieval: Retrieval) -> bool:
 def _shadowed(
     r: Retrieval,
     by_id: dict[str, Span],
-    on_span: dict[int, int],
-    with_text_on_span: dict[int, int],
+    on_span: Counter[int],
+    with_text_on_span: Counter[int],
     above_text: set[int],
 ) -> bool:
     """Whether an outer retrieval already says what `r` does (it has text, or `r` has none),
@@ -281,7 +276,7 @@ def _shadowed(
     counts = with_text_on_span if has_text else on_span
     for span in ancestors(r.span, by_id):
         # Another retrieval than `r` on that span (`r` itself only through a cycle).
-        if counts.get(id(span), 0) - (span is r.span) > 0:
+        if counts[id(span)] - (span is r.span) > 0:
             return True  # an outer span already says it
     return False
 
@@ -296,16 +291,12 @@ def _with_tool_results(
     if not tools:
         return retrievals
     above_retrieval = {id(s) for r in retrievals for s in ancestors(r.span, by_id)}
-    tools_on_span: dict[int, int] = {}
-    for t in tools:
-        tools_on_span[id(t.span)] = tools_on_span.get(id(t.span), 0) + 1
+    tools_on_span = Counter(id(t.span) for t in tools)
     keep = [
         t
         for t in tools
         if id(t.span) not in above_retrieval
-        and not any(
-            tools_on_span.get(id(s), 0) - (s is t.span) > 0 for s in ancestors(t.span, by_id)
-        )
+        and not any(tools_on_span[id(s)] - (s is t.span) > 0 for s in ancestors(t.span, by_id))
     ]
     return sorted([*retrievals, *keep], key=lambda r: BY_TIME(r.span))
 

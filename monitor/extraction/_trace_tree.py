@@ -68,18 +68,8 @@ def ancestors(span: Span, by_id: dict[str, Span]) -> Iterator[Span]:
 
 
 def depth_of(span: Span, by_id: dict[str, Span]) -> int:
-    depth = 0
-    while span.parent_span_id in by_id and depth < MAX_HOPS:
-        span = by_id[span.parent_span_id]
-        depth += 1
-    return depth
+    return sum(1 for _ in ancestors(span, by_id))
 
 
 def is_ancestor(candidate: Span, span: Span, by_id: dict[str, Span]) -> bool:
-    hops = 0
-    while span.parent_span_id in by_id and hops < MAX_HOPS:
-        span = by_id[span.parent_span_id]
-        if span is candidate:
-            return True
-        hops += 1
-    return False
+    return any(above is candidate for above in ancestors(span, by_id))
