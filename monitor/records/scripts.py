@@ -91,14 +91,18 @@ def record_script(record: RagRecord) -> str:
     return script(record.response or record.query or "")
 
 
+def reads(evaluator: str, language: str) -> bool:
+    """Whether `evaluator` gives verdicts on text in `language` (a judge reads any)."""
+    return language in READS.get(evaluator, (language,))
+
+
 def unread(evaluator: str, record: RagRecord) -> str | None:
     """The record's script when `evaluator` is an embedded one that cannot read it, else
     None (a judge reads any language)."""
-    reads = READS.get(evaluator)
-    if reads is None:
+    if evaluator not in READS:
         return None
     found = record_script(record)
-    return None if found in reads else found
+    return None if reads(evaluator, found) else found
 
 
 def reason(language: str, evaluators: list[str]) -> str:

@@ -364,11 +364,7 @@ class BatchEvaluator:
         judges = sorted(s.evaluator.name for s in stages if s.evaluator.kind == "judge")
         # Said once per service and language, so it names every embedded evaluator that
         # skips it, not only the one that came first.
-        unread = [
-            s.evaluator.name
-            for s in stages
-            if language not in scripts.READS.get(s.evaluator.name, frozenset({language}))
-        ]
+        unread = [s.evaluator.name for s in stages if not scripts.reads(s.evaluator.name, language)]
         self._warn.warning(
             f"language/{service}/{language}",
             "%s: records of service %r in %s get no verdict from the embedded evaluators "
